@@ -1,0 +1,25 @@
+//! # vspin-locks
+//!
+//! Guest spinlock algorithms of the vspin seeds, each written once against the [`Platform`]
+//! interface and run both inside the `vspin-sim` simulator and (later) on real threads.
+//!
+//! One algorithm per file, each opening with a protocol description and a state diagram:
+//! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair).
+//! - [`ticket`]: the plain x86 ticket lock (FIFO).
+//! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
+//!
+//! A lock is used through [`RawSpinLock`]:
+//! ```ignore
+//! let lock = TicketLock::<MyPlatform>::new(&mut words);
+//! lock.lock(&cpu).await;   // critical section
+//! lock.unlock(&cpu).await;
+//! ```
+pub mod platform;
+pub mod pv_ticket;
+pub mod tas;
+pub mod ticket;
+
+pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, WordAlloc};
+pub use pv_ticket::PvTicketLock;
+pub use tas::TasLock;
+pub use ticket::TicketLock;

@@ -1,0 +1,177 @@
+//! The platform interface: everything a lock algorithm may do.
+//!
+//! A lock is written once against [`Platform`] and runs wherever the platform is implemented:
+//! inside the simulator (`vspin-sim`, where every call costs simulated time, spinning is counted
+//! by Pause-Loop Exiting and freezes while the vCPU is descheduled) and, later, on real threads
+//! (atomics, a PAUSE loop and futexes).
+//!
+//! The calls mirror the primitives the kernel code uses, so lock files read like the kernel code
+//! they model (`xadd` → [`Platform::fetch_add_field`], `set_bit` → [`Platform::fetch_or`],
+//! `cpu_relax()` loops → [`Platform::spin_until`], `halt()` → [`Platform::halt`],
+//! `kvm_kick_cpu()` → [`Platform::kick`]).
+//!
+//! The operations are `async` so that the simulator can suspend a lock in the middle of its
+//! algorithm, advance simulated time and resume it; see `docs/architecture.md` for why this was
+//! preferred to hand-written state machines.
+#![allow(async_fn_in_trait)]
+
+/// A CPU as the lock code sees it: a guest vCPU index in the simulator, a registered thread on
+/// real hardware.
+pub type CpuId = u32;
+
+/// Durations in nanoseconds.
+pub type Nanos = u64;
+
+/// A bit field inside a shared word, for the sub-word atomics that kernel locks use (the x86
+/// ticket lock adds to its 16-bit `tail` with `xadd` without carrying into `head`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub shift: u32,
+    pub bits: u32,
+}
+
+impl Field {
+    pub const fn new(shift: u32, bits: u32) -> Self {
+        Field { shift, bits }
+    }
+
+    const fn mask(self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+
+    /// The field's value inside `word`.
+    pub const fn get(self, word: u64) -> u64 {
+        (word >> self.shift) & self.mask()
+    }
+
+    /// `word` with `delta` added to this field, wrapping inside the field (no carry out).
+    pub const fn add(self, word: u64, delta: u64) -> u64 {
+        let m = self.mask();
+        let v = (self.get(word).wrapping_add(delta)) & m;
+        (word & !(m << self.shift)) | (v << self.shift)
+    }
+
+    /// `word` with this field replaced by `value` (truncated to the field).
+    pub const fn with(self, word: u64, value: u64) -> u64 {
+        let m = self.mask();
+        (word & !(m << self.shift)) | ((value & m) << self.shift)
+    }
+}
+
+/// How a bounded spin ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpinOutcome {
+    /// The predicate held for this value of the word.
+    Satisfied(u64),
+    /// The PAUSE budget ran out; the word's last observed value.
+    Exhausted(u64),
+}
+
+/// Per-CPU data the kernel's paravirtual locks keep (`DEFINE_PER_CPU`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerCpuSlot {
+    /// `klock_waiting.lock`: address of the lock this CPU waits for in the PV slow path (0: none).
+    PvWaitLock = 0,
+    /// `klock_waiting.want`: the ticket this CPU waits for.
+    PvWaitWant = 1,
+}
+
+impl PerCpuSlot {
+    pub const COUNT: usize = 2;
+}
+
+/// Machine-wide CPU masks (`cpumask_t`), stored as words of 64 CPUs each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuMask {
+    /// `waiting_cpus`: CPUs halted (or about to halt) in the PV ticket slow path.
+    PvWaiting = 0,
+}
+
+impl CpuMask {
+    pub const COUNT: usize = 1;
+}
+
+/// Creates shared words when a lock is built.
+pub trait WordAlloc<W> {
+    fn word(&mut self, init: u64) -> W;
+}
+
+/// What a lock algorithm may do. One value per CPU (the simulator hands each vCPU its own).
+pub trait Platform {
+    /// A 64-bit shared memory word.
+    type Word;
+
+    /// This CPU.
+    fn cpu(&self) -> CpuId;
+    /// How many CPUs the machine (guest) has.
+    fn nr_cpus(&self) -> u32;
+    /// A stable identity of `word`, as the kernel uses a lock's address.
+    fn addr(&self, word: &Self::Word) -> u64;
+    /// Per-CPU data of `cpu`.
+    fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &Self::Word;
+    /// Word `chunk` (CPUs `64*chunk ..`) of a machine-wide CPU mask.
+    fn cpumask(&self, mask: CpuMask, chunk: u32) -> &Self::Word;
+
+    async fn load(&self, w: &Self::Word) -> u64;
+    async fn store(&self, w: &Self::Word, v: u64);
+    /// Atomic add to one field of the word, returning the whole old word (`xadd` on a sub-word).
+    async fn fetch_add_field(&self, w: &Self::Word, field: Field, delta: u64) -> u64;
+    /// Atomic OR (`set_bit`), returning the old word.
+    async fn fetch_or(&self, w: &Self::Word, bits: u64) -> u64;
+    /// Atomic AND (`clear_bit` with the complement), returning the old word.
+    async fn fetch_and(&self, w: &Self::Word, bits: u64) -> u64;
+    async fn swap(&self, w: &Self::Word, v: u64) -> u64;
+    async fn compare_exchange(&self, w: &Self::Word, old: u64, new: u64) -> Result<u64, u64>;
+
+    /// A `cpu_relax()` loop: read `w`, and while `pred` fails, PAUSE and read again, at most
+    /// `max_pauses` times. `u64::MAX` means spin until the predicate holds.
+    async fn spin_until(&self, w: &Self::Word, pred: impl Fn(u64) -> bool, max_pauses: u64)
+        -> SpinOutcome;
+
+    /// Paravirtual wait (`halt()` / `futex_wait`): block until kicked. May return spuriously.
+    async fn halt(&self);
+    /// Paravirtual wake of `cpu` (`KVM_HC_KICK_CPU` / `futex_wake`).
+    async fn kick(&self, cpu: CpuId);
+    /// Give up the CPU (`SCHEDOP_yield` / `sched_yield`).
+    async fn yield_now(&self);
+
+    /// Whether `cpu` is runnable but descheduled (KVM steal-time `preempted`); false if unknown.
+    fn vcpu_is_preempted(&self, cpu: CpuId) -> bool;
+    /// Time left in this CPU's current slice (LAS shared page); `None` if unknown.
+    fn slice_remaining(&self) -> Option<Nanos>;
+}
+
+/// A spinlock algorithm. `lock`/`unlock` take the calling CPU's platform value.
+pub trait RawSpinLock<P: Platform>: Sized {
+    /// Name used in scenarios and reports.
+    const NAME: &'static str;
+    /// Whether waiters acquire in arrival order when no waiter times out (checked by the simulator).
+    const FIFO: bool;
+
+    fn new(mem: &mut impl WordAlloc<P::Word>) -> Self;
+    async fn lock(&self, p: &P);
+    async fn unlock(&self, p: &P);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_add_wraps_inside_the_field_only() {
+        let tail = Field::new(16, 16);
+        let head = Field::new(0, 16);
+        let w = tail.with(head.with(0, 0xffff), 0xffff);
+        let w2 = tail.add(w, 1);
+        assert_eq!(tail.get(w2), 0);
+        assert_eq!(head.get(w2), 0xffff, "no carry into head");
+        let w3 = head.add(w2, 2);
+        assert_eq!(head.get(w3), 1);
+        assert_eq!(tail.get(w3), 0, "no carry into tail");
+        assert_eq!(w3 >> 32, 0, "nothing escapes the 32-bit lock word");
+    }
+}

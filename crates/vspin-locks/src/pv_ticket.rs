@@ -1,0 +1,134 @@
+//! Paravirtual ticket lock: Linux 3.19 / 4.0 `arch_spin_lock` with KVM's `kvm_lock_spinning` and
+//! `kvm_unlock_kick` (`kernel-mechanisms.md` §1.1, §1.3, §1.4).
+//!
+//! The plain ticket lock plus "halt after spinning, kick at unlock". Tickets advance by
+//! `TICKET_LOCK_INC = 2` so that bit 0 of `head` is free for `TICKET_SLOWPATH_FLAG` (the v3.19
+//! "fix memory corruption on unlock" layout: the flag lives in `head`). A waiter spins
+//! `SPIN_THRESHOLD = 1 << 15` PAUSEs; then it publishes `(lock, want)` in its per-CPU
+//! `klock_waiting`, joins `waiting_cpus`, sets the slow-path flag, re-checks `head` (the "pickup"
+//! race) and halts. Unlock adds 2 to `head`; if the flag was set it scans `waiting_cpus` and kicks
+//! exactly the CPU waiting for the next ticket. A woken CPU (kicked, or woken by any interrupt
+//! since it halts with interrupts enabled) spins another 2^15 PAUSEs before it may halt again.
+//!
+//! This cures lock-holder preemption at small scale but creates the sleepy-spinlock anomaly
+//! (OTICKET, APSys'15): with many waiters, the ones far from the head exhaust their threshold,
+//! halt, and each hand-off then waits for a kick, a host wake-up and a VM entry.
+//!
+//! ```text
+//!   lock:   t = xadd(tail, 2).tail
+//!           ┌──────────────▶ spin ≤ 2^15 PAUSEs for head≈t ──yes──▶ HELD (clear flag if last)
+//!           │                        │ exhausted
+//!           │                        ▼
+//!           │     klock_waiting[me] = (lock, t); waiting_cpus |= me; head |= SLOWPATH
+//!           │     head≈t ? ──yes──────────────────────────────────▶ (back to spin: sees it)
+//!           │        │ no
+//!           │        ▼
+//!           └── HALTED ◀── kick(next ticket) at unlock, or any interrupt (spurious)
+//!
+//!   unlock: old = xadd(head, 2); if old.head & SLOWPATH: kick CPU whose want == old.head+2
+//! ```
+use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, WordAlloc};
+use crate::ticket::{HEAD, TAIL};
+
+/// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1).
+pub const SPIN_THRESHOLD: u64 = 1 << 15;
+/// `__TICKET_LOCK_INC` with `CONFIG_PARAVIRT_SPINLOCKS`.
+pub const TICKET_LOCK_INC: u64 = 2;
+/// `TICKET_SLOWPATH_FLAG`: bit 0 of `head` (v3.19+ layout).
+pub const TICKET_SLOWPATH_FLAG: u64 = 1;
+
+/// `__tickets_equal`: equal ignoring the slow-path flag.
+fn tickets_equal(a: u64, b: u64) -> bool {
+    (a ^ b) & !TICKET_SLOWPATH_FLAG & 0xffff == 0
+}
+
+pub struct PvTicketLock<P: Platform> {
+    head_tail: P::Word,
+}
+
+impl<P: Platform> PvTicketLock<P> {
+    /// `__ticket_check_and_clear_slowpath`: once the last waiter got the lock, clear the flag so
+    /// that later unlocks skip the kick scan.
+    async fn check_and_clear_slowpath(&self, p: &P, head: u64) {
+        if head & TICKET_SLOWPATH_FLAG != 0 {
+            let new_head = head & !TICKET_SLOWPATH_FLAG;
+            let tail = TAIL.get(new_head + TICKET_LOCK_INC);
+            let old = TAIL.with(HEAD.with(0, head), tail);
+            let new = TAIL.with(HEAD.with(0, new_head), tail);
+            let _ = p.compare_exchange(&self.head_tail, old, new).await;
+        }
+    }
+
+    /// `kvm_lock_spinning(lock, want)` (arch/x86/kernel/kvm.c, v3.19).
+    async fn lock_spinning(&self, p: &P, want: u64) {
+        let me = p.cpu();
+        let w_lock = p.per_cpu(me, PerCpuSlot::PvWaitLock);
+        let w_want = p.per_cpu(me, PerCpuSlot::PvWaitWant);
+        p.store(w_lock, 0).await;
+        p.store(w_want, want).await;
+        p.store(w_lock, p.addr(&self.head_tail)).await;
+        let mask = p.cpumask(CpuMask::PvWaiting, me / 64);
+        p.fetch_or(mask, 1 << (me % 64)).await;
+        // __ticket_enter_slowpath: set_bit(0, &lock->tickets.head)
+        p.fetch_or(&self.head_tail, TICKET_SLOWPATH_FLAG).await;
+        let head = HEAD.get(p.load(&self.head_tail).await);
+        if !tickets_equal(head, want) {
+            p.halt().await;
+        }
+        p.fetch_and(mask, !(1 << (me % 64))).await;
+        p.store(w_lock, 0).await;
+    }
+
+    /// `kvm_unlock_kick(lock, ticket)`: kick exactly the CPU waiting for `ticket`.
+    async fn unlock_kick(&self, p: &P, ticket: u64) {
+        let lock = p.addr(&self.head_tail);
+        for chunk in 0..p.nr_cpus().div_ceil(64) {
+            let mut waiting = p.load(p.cpumask(CpuMask::PvWaiting, chunk)).await;
+            while waiting != 0 {
+                let cpu: CpuId = chunk * 64 + waiting.trailing_zeros();
+                waiting &= waiting - 1;
+                if p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitLock)).await == lock
+                    && p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitWant)).await == ticket
+                {
+                    p.kick(cpu).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
+    const NAME: &'static str = "pv-ticket";
+    const FIFO: bool = true;
+
+    fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        PvTicketLock { head_tail: mem.word(0) }
+    }
+
+    async fn lock(&self, p: &P) {
+        let old = p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await;
+        let want = TAIL.get(old);
+        if HEAD.get(old) == want {
+            return;
+        }
+        loop {
+            let seen = p
+                .spin_until(&self.head_tail, |v| tickets_equal(HEAD.get(v), want), SPIN_THRESHOLD)
+                .await;
+            if let SpinOutcome::Satisfied(v) = seen {
+                self.check_and_clear_slowpath(p, HEAD.get(v)).await;
+                return;
+            }
+            self.lock_spinning(p, want).await;
+        }
+    }
+
+    async fn unlock(&self, p: &P) {
+        let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
+        if old_head & TICKET_SLOWPATH_FLAG != 0 {
+            let next = (old_head & !TICKET_SLOWPATH_FLAG).wrapping_add(TICKET_LOCK_INC) & 0xffff;
+            self.unlock_kick(p, next).await;
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Ticket lock: the x86 Linux spinlock of v2.6.25 – v4.1 without paravirtualization.
+//!
+//! A lock word holds two 16-bit counters, `head` (now serving) and `tail` (next ticket), as in
+//! `arch/x86/include/asm/spinlock_types.h` with `CONFIG_NR_CPUS >= 128` (`kernel-mechanisms.md`
+//! §1.1). A CPU takes a ticket with one `xadd` on `tail` and spins until `head` reaches it; unlock
+//! adds one to `head`. Waiters are served strictly in ticket order, which is fair on bare metal and
+//! a disaster under a hypervisor: if the vCPU holding the *next* ticket is descheduled, every
+//! later waiter spins until it runs again (lock-waiter preemption, LWP).
+//!
+//! ```text
+//!   word = [ tail:16 | head:16 ]
+//!
+//!   lock:   t = xadd(tail, 1).tail ──▶ head == t ? ──yes──▶ HELD
+//!                                          │ no
+//!                                          ▼
+//!                                  spin while head != t  (every unlock invalidates all spinners)
+//!   unlock: head += 1   (16-bit add: no carry into tail; tickets wrap at 2^16)
+//! ```
+//!
+//! Without `CONFIG_PARAVIRT_SPINLOCKS` the `SPIN_THRESHOLD` loop of `arch_spin_lock` calls a no-op
+//! `__ticket_lock_spinning`, so it is an unbounded spin; it is written here as one.
+use crate::platform::{Field, Platform, RawSpinLock, WordAlloc};
+
+/// `head`: the ticket now served (low half of `head_tail`).
+pub(crate) const HEAD: Field = Field::new(0, 16);
+/// `tail`: the next ticket to hand out (high half of `head_tail`).
+pub(crate) const TAIL: Field = Field::new(16, 16);
+
+pub struct TicketLock<P: Platform> {
+    head_tail: P::Word,
+}
+
+impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
+    const NAME: &'static str = "ticket";
+    const FIFO: bool = true;
+
+    fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        TicketLock { head_tail: mem.word(0) }
+    }
+
+    async fn lock(&self, p: &P) {
+        let old = p.fetch_add_field(&self.head_tail, TAIL, 1).await;
+        let my = TAIL.get(old);
+        if HEAD.get(old) == my {
+            return;
+        }
+        p.spin_until(&self.head_tail, |v| HEAD.get(v) == my, u64::MAX).await;
+    }
+
+    async fn unlock(&self, p: &P) {
+        p.fetch_add_field(&self.head_tail, HEAD, 1).await;
+    }
+}

@@ -1,0 +1,41 @@
+//! Thin PyO3 bindings: the Python package `vspin` calls these and shapes the results.
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::time::Instant;
+
+/// Parse and validate a scenario given as JSON; raises `ValueError` naming the field on bad input.
+#[pyfunction]
+fn validate_json(text: &str) -> PyResult<()> {
+    vspin_sim::Scenario::from_json(text).map(|_| ()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Simulate a JSON scenario and return the result as JSON. Raises `ValueError` for a bad
+/// scenario and `RuntimeError` if the run broke an invariant.
+#[pyfunction]
+fn run_json(py: Python<'_>, text: &str) -> PyResult<String> {
+    let sc = vspin_sim::Scenario::from_json(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let result = py.detach(|| vspin_sim::run(&sc)).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(serde_json::to_string(&result).expect("results serialize"))
+}
+
+/// Simulate a scenario and time it: returns `(result_json, wall_seconds)`.
+#[pyfunction]
+fn bench_json(py: Python<'_>, text: &str) -> PyResult<(String, f64)> {
+    let sc = vspin_sim::Scenario::from_json(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (result, secs) = py.detach(|| {
+        let t = Instant::now();
+        let r = vspin_sim::run(&sc);
+        (r, t.elapsed().as_secs_f64())
+    });
+    let result = result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok((serde_json::to_string(&result).expect("results serialize"), secs))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(validate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_json, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! The guest side of a vCPU: the simulator's implementation of the lock [`Platform`], and the
+//! mailbox through which suspended guest code talks to the simulator.
+//!
+//! Guest code (a workload loop calling lock algorithms) is one `async` future per vCPU. Every
+//! platform call places a [`Req`] in the thread's mailbox and suspends; the simulator takes the
+//! request, advances simulated time as the request costs, writes the result back and polls the
+//! future again. A future is never polled by anything but the simulator, so no waker is needed.
+use crate::memory::SimWord;
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use vspin_locks::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum MemOp {
+    Load,
+    Store(u64),
+    FetchAddField(Field, u64),
+    FetchOr(u64),
+    FetchAnd(u64),
+    Swap(u64),
+    Cas(u64, u64),
+}
+
+/// Bookkeeping the workload reports; it costs no simulated time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Note {
+    LockBegin(u32),
+    LockAcquired(u32),
+    LockRelease(u32),
+    WorkDone,
+}
+
+/// What guest code asks of the simulator.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Req {
+    Mem(SimWord, MemOp),
+    /// Keep spinning on a word for at most `pauses` PAUSEs or until it is written.
+    SpinWait(SimWord, u64),
+    Halt,
+    Kick(CpuId),
+    Yield,
+    Compute(Nanos),
+    /// Guest idle: halt until `Nanos` from now (timer) or an interrupt.
+    Sleep(Nanos),
+    /// Send a synchronous IPI (TLB shootdown) to `count` vCPUs starting at vCPU `start`, skipping
+    /// the sender; acknowledgements decrement the sender's call-function word.
+    Shootdown { start: u32, count: u32 },
+    Note(Note),
+}
+
+thread_local! {
+    static REQUEST: Cell<Option<Req>> = const { Cell::new(None) };
+    static RESPONSE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// Take the request the last poll left in the mailbox.
+pub(crate) fn take_request() -> Option<Req> {
+    REQUEST.with(|r| r.take())
+}
+
+/// Answer the pending request before the next poll.
+pub(crate) fn respond(value: (u64, u64)) {
+    RESPONSE.with(|r| r.set(value));
+}
+
+/// One suspended request: submits on the first poll, returns the response on the second.
+struct Call(Option<Req>);
+
+impl Future for Call {
+    type Output = (u64, u64);
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<(u64, u64)> {
+        match self.0.take() {
+            Some(req) => {
+                REQUEST.with(|r| r.set(Some(req)));
+                Poll::Pending
+            }
+            None => Poll::Ready(RESPONSE.with(|r| r.get())),
+        }
+    }
+}
+
+fn call(req: Req) -> impl Future<Output = (u64, u64)> {
+    Call(Some(req))
+}
+
+/// Number of per-vCPU words the simulator keeps: the lock slots plus the call-function word.
+pub(crate) const WORDS_PER_CPU: usize = PerCpuSlot::COUNT + 1;
+
+/// A vCPU as guest code sees it.
+#[derive(Clone)]
+pub struct SimCpu {
+    cpu: CpuId,
+    nr_cpus: u32,
+    /// Per-CPU words (`WORDS_PER_CPU` per vCPU) then the VM's CPU-mask words.
+    words: Rc<[SimWord]>,
+}
+
+impl SimCpu {
+    pub(crate) fn new(cpu: CpuId, nr_cpus: u32, words: Rc<[SimWord]>) -> Self {
+        SimCpu { cpu, nr_cpus, words }
+    }
+
+    fn slot(&self, cpu: CpuId, i: usize) -> &SimWord {
+        &self.words[cpu as usize * WORDS_PER_CPU + i]
+    }
+
+    /// The word a shootdown's targets decrement (`call_single_data`).
+    pub(crate) fn call_function_word(&self) -> &SimWord {
+        self.slot(self.cpu, PerCpuSlot::COUNT)
+    }
+
+    pub(crate) async fn compute(&self, ns: Nanos) {
+        call(Req::Compute(ns)).await;
+    }
+
+    pub(crate) async fn sleep(&self, ns: Nanos) {
+        call(Req::Sleep(ns)).await;
+    }
+
+    pub(crate) async fn note(&self, n: Note) {
+        call(Req::Note(n)).await;
+    }
+
+    /// `smp_call_function_many(..., wait=1)`: IPI the targets and spin until all have run the
+    /// handler.
+    pub(crate) async fn shootdown(&self, start: u32, count: u32) {
+        call(Req::Shootdown { start, count }).await;
+        self.spin_until(self.call_function_word(), |v| v == 0, u64::MAX).await;
+    }
+}
+
+impl Platform for SimCpu {
+    type Word = SimWord;
+
+    fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+    fn nr_cpus(&self) -> u32 {
+        self.nr_cpus
+    }
+    fn addr(&self, w: &SimWord) -> u64 {
+        // Never 0: the kernel uses a NULL lock pointer for "not waiting".
+        (w.0 as u64 + 1) * 64
+    }
+    fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &SimWord {
+        self.slot(cpu, slot as usize)
+    }
+    fn cpumask(&self, mask: CpuMask, chunk: u32) -> &SimWord {
+        let chunks = self.nr_cpus.div_ceil(64) as usize;
+        &self.words[self.nr_cpus as usize * WORDS_PER_CPU + mask as usize * chunks + chunk as usize]
+    }
+
+    async fn load(&self, w: &SimWord) -> u64 {
+        call(Req::Mem(*w, MemOp::Load)).await.0
+    }
+    async fn store(&self, w: &SimWord, v: u64) {
+        call(Req::Mem(*w, MemOp::Store(v))).await;
+    }
+    async fn fetch_add_field(&self, w: &SimWord, field: Field, delta: u64) -> u64 {
+        call(Req::Mem(*w, MemOp::FetchAddField(field, delta))).await.0
+    }
+    async fn fetch_or(&self, w: &SimWord, bits: u64) -> u64 {
+        call(Req::Mem(*w, MemOp::FetchOr(bits))).await.0
+    }
+    async fn fetch_and(&self, w: &SimWord, bits: u64) -> u64 {
+        call(Req::Mem(*w, MemOp::FetchAnd(bits))).await.0
+    }
+    async fn swap(&self, w: &SimWord, v: u64) -> u64 {
+        call(Req::Mem(*w, MemOp::Swap(v))).await.0
+    }
+    async fn compare_exchange(&self, w: &SimWord, old: u64, new: u64) -> Result<u64, u64> {
+        let (seen, ok) = call(Req::Mem(*w, MemOp::Cas(old, new))).await;
+        if ok == 1 {
+            Ok(seen)
+        } else {
+            Err(seen)
+        }
+    }
+
+    async fn spin_until(&self, w: &SimWord, pred: impl Fn(u64) -> bool, max_pauses: u64) -> SpinOutcome {
+        let mut value = self.load(w).await;
+        let mut left = max_pauses;
+        loop {
+            if pred(value) {
+                return SpinOutcome::Satisfied(value);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(value);
+            }
+            (value, left) = call(Req::SpinWait(*w, left)).await;
+        }
+    }
+
+    async fn halt(&self) {
+        call(Req::Halt).await;
+    }
+    async fn kick(&self, cpu: CpuId) {
+        call(Req::Kick(cpu)).await;
+    }
+    async fn yield_now(&self) {
+        call(Req::Yield).await;
+    }
+
+    /// Linux 3.19's `struct kvm_steal_time` has no `preempted` field (`kernel-mechanisms.md`
+    /// §3.1), so the guests modelled here cannot know.
+    fn vcpu_is_preempted(&self, _cpu: CpuId) -> bool {
+        false
+    }
+    fn slice_remaining(&self) -> Option<Nanos> {
+        None
+    }
+}

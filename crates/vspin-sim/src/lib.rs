@@ -1,0 +1,58 @@
+//! # vspin-sim
+//!
+//! A deterministic discrete-event simulator of a virtualized host, built to study spinlocks
+//! under vCPU preemption. A [`Scenario`] describes the host (pCPUs and a cost table), the
+//! hypervisor (CFS scheduling, Pause-Loop Exiting, directed yield) and the VMs (vCPUs, pinning,
+//! guest lock, workload); [`run`] simulates it and returns a [`RunResult`].
+//!
+//! ```
+//! let scenario = vspin_sim::Scenario::from_toml(r#"
+//!     duration_ms = 5
+//!     [host]
+//!     cores_per_socket = 2
+//!     [[vm]]
+//!     name = "guest"
+//!     vcpus = 2
+//!     pin = "1:1"
+//!     lock = "pv-ticket"
+//!     workload = { preset = "kernbench" }
+//! "#).unwrap();
+//! let result = vspin_sim::run(&scenario).unwrap();
+//! assert!(result.vms[0].counters.acquisitions > 0);
+//! ```
+//!
+//! How a scenario flows through the modules (see `docs/architecture.md`):
+//! [`scenario`] (parse, validate) → `simulation` (build host, event loop over [`engine`]) →
+//! vCPUs run guest code (`workload` calling `vspin-locks` algorithms through `guest`'s
+//! platform) whose memory operations go through [`memory`], whose halts, kicks and pause-loop
+//! exits go to the hypervisor (`scheduler`, `ple`, `directed_yield`) → the `monitor` checks
+//! invariants → [`metrics`].
+pub mod engine;
+pub mod memory;
+pub mod metrics;
+pub mod scenario;
+
+mod directed_yield;
+mod guest;
+mod locks;
+mod monitor;
+mod ple;
+mod scheduler;
+mod simulation;
+mod vcpu;
+mod workload;
+
+pub use metrics::RunResult;
+pub use scenario::{Scenario, ScenarioError};
+pub use simulation::InvariantViolation;
+
+/// Simulate a validated scenario.
+pub fn run(scenario: &Scenario) -> Result<RunResult, InvariantViolation> {
+    simulation::Sim::new(scenario).run()
+}
+
+/// Parse, validate and simulate a TOML scenario; errors are human-readable.
+pub fn run_toml(text: &str) -> Result<RunResult, String> {
+    let sc = Scenario::from_toml(text).map_err(|e| e.to_string())?;
+    run(&sc).map_err(|e| e.to_string())
+}

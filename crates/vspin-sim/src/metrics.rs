@@ -1,0 +1,110 @@
+//! What a run reports. Field names are the JSON schema of `vspin run --json`.
+//!
+//! Counter definitions:
+//! - `halt_exits`: HLT VM exits (PV lock slow path and guest idle).
+//! - `ple_exits`: Pause-Loop-Exiting VM exits.
+//! - `kicks`: `KVM_HC_KICK_CPU` hypercalls.
+//! - `spurious_wakeups`: returns from a PV-lock halt that no kick caused (an interrupt woke it).
+//! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin`.
+//! - `lhp_events`: lock-holder preemption: a holder's vCPU is descheduled while runnable and
+//!   another vCPU waits for that lock (once per preemption of the holder).
+//! - `lwp_events`: lock-waiter preemption: a FIFO lock is released (or free) while the waiter
+//!   next in line is descheduled while runnable (once per hand-off).
+//! - `context_switches`: host switches between two different vCPU threads or from idle.
+//! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent.
+//!
+//! Time breakdown per vCPU (sums to the simulated time): `useful` (workload compute, critical
+//! sections included), `spin` (inside lock code and IPI waits: spinning and atomics), `exit`
+//! (host work on the vCPU's behalf: exit handling, VM entry, context switch, wake-up),
+//! `halted` (blocked in HLT), `waiting` (runnable but not running), `finished` (its VM completed).
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    pub acquisitions: u64,
+    pub halt_exits: u64,
+    pub ple_exits: u64,
+    pub kicks: u64,
+    pub spurious_wakeups: u64,
+    pub directed_yields: u64,
+    pub lhp_events: u64,
+    pub lwp_events: u64,
+    pub context_switches: u64,
+    pub shootdowns: u64,
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.acquisitions += o.acquisitions;
+        self.halt_exits += o.halt_exits;
+        self.ple_exits += o.ple_exits;
+        self.kicks += o.kicks;
+        self.spurious_wakeups += o.spurious_wakeups;
+        self.directed_yields += o.directed_yields;
+        self.lhp_events += o.lhp_events;
+        self.lwp_events += o.lwp_events;
+        self.context_switches += o.context_switches;
+        self.shootdowns += o.shootdowns;
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct TimeBreakdown {
+    pub useful_ns: u64,
+    pub spin_ns: u64,
+    pub exit_ns: u64,
+    pub halted_ns: u64,
+    pub waiting_ns: u64,
+    pub finished_ns: u64,
+}
+
+impl TimeBreakdown {
+    pub fn add(&mut self, o: &TimeBreakdown) {
+        self.useful_ns += o.useful_ns;
+        self.spin_ns += o.spin_ns;
+        self.exit_ns += o.exit_ns;
+        self.halted_ns += o.halted_ns;
+        self.waiting_ns += o.waiting_ns;
+        self.finished_ns += o.finished_ns;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.useful_ns + self.spin_ns + self.exit_ns + self.halted_ns + self.waiting_ns + self.finished_ns
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VcpuResult {
+    pub vm: String,
+    pub vcpu: u32,
+    pub work_units: u64,
+    pub ple_window_cycles: u64,
+    pub time: TimeBreakdown,
+    pub counters: Counters,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VmResult {
+    pub name: String,
+    pub lock: String,
+    pub workload: String,
+    pub vcpus: u32,
+    pub work_units: u64,
+    /// Work units per simulated second, over the VM's completion time if it completed.
+    pub throughput_per_s: f64,
+    /// When the VM finished its `work_units`, if it had a target and met it.
+    pub completion_ms: Option<f64>,
+    pub time: TimeBreakdown,
+    pub counters: Counters,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub scenario: String,
+    pub seed: u64,
+    pub simulated_ms: f64,
+    pub events: u64,
+    pub totals: Counters,
+    pub vms: Vec<VmResult>,
+    pub vcpus: Vec<VcpuResult>,
+}

@@ -1,0 +1,186 @@
+//! The lock monitor: checks every run's invariants and counts preemption events.
+//!
+//! Invariants (a violation ends the run with an error naming it):
+//! - mutual exclusion: at most one holder per lock;
+//! - FIFO: a lock that promises FIFO hand-off is acquired in arrival order;
+//! - no lost wake-up: a free lock never has all its waiters halted (with no release in
+//!   progress) at two consecutive audits, 1 ms apart;
+//! - no missed write: a vCPU spinning on a word has seen the word's latest write (the memory
+//!   model's own wake-up of spinners works).
+//!
+//! Events (definitions also in `metrics`): LHP when a holder is preempted while a vCPU waits for
+//! its lock; LWP when a FIFO lock is free or released while its next waiter is preempted.
+use crate::simulation::Sim;
+use crate::vcpu::{Act, HaltReason, HostState};
+use std::collections::VecDeque;
+
+pub(crate) struct LockState {
+    pub vm: u32,
+    fifo: bool,
+    holder: Option<u32>,
+    /// Waiters in arrival order.
+    waiters: VecDeque<u32>,
+    /// A vCPU inside `unlock()` (its kick may still be on the way).
+    pub releasing: Option<u32>,
+    holder_preempted: bool,
+    lhp_counted: bool,
+    lwp_counted: bool,
+    suspect_lost_wakeup: bool,
+}
+
+impl LockState {
+    pub(crate) fn new(vm: u32, fifo: bool) -> Self {
+        LockState {
+            vm,
+            fifo,
+            holder: None,
+            waiters: VecDeque::new(),
+            releasing: None,
+            holder_preempted: false,
+            lhp_counted: false,
+            lwp_counted: false,
+            suspect_lost_wakeup: false,
+        }
+    }
+}
+
+impl Sim {
+    fn name_lock(&self, l: u32) -> String {
+        let vm = self.locks[l as usize].vm;
+        let base = self.locks.partition_point(|x| x.vm < vm) as u32;
+        format!("lock {} of VM {:?}", l - base, self.vms[vm as usize].name)
+    }
+
+    fn name_vcpu(&self, v: u32) -> String {
+        let vc = &self.vcpus[v as usize];
+        format!("vCPU {} of VM {:?}", vc.index, self.vms[vc.vm as usize].name)
+    }
+
+    pub(crate) fn lock_begin(&mut self, v: u32, l: u32) {
+        self.vcpus[v as usize].waiting = Some(l);
+        let lock = &mut self.locks[l as usize];
+        lock.waiters.push_back(v);
+        if lock.holder_preempted && !lock.lhp_counted {
+            lock.lhp_counted = true;
+            let h = lock.holder.expect("a preempted holder exists");
+            self.vcpus[h as usize].counters.lhp_events += 1;
+        }
+    }
+
+    pub(crate) fn lock_acquired(&mut self, v: u32, l: u32) {
+        let lock = &self.locks[l as usize];
+        if let Some(h) = lock.holder {
+            let msg = format!("mutual exclusion: {} acquired {} held by {} at {} ns", self.name_vcpu(v), self.name_lock(l), self.name_vcpu(h), self.now);
+            self.violations.push(msg);
+        }
+        if lock.fifo && lock.waiters.front() != Some(&v) {
+            let first = lock.waiters.front().copied();
+            let msg = format!(
+                "FIFO: {} acquired {} before {} who arrived earlier (at {} ns)",
+                self.name_vcpu(v),
+                self.name_lock(l),
+                first.map(|f| self.name_vcpu(f)).unwrap_or_default(),
+                self.now
+            );
+            self.violations.push(msg);
+        }
+        let lock = &mut self.locks[l as usize];
+        if let Some(pos) = lock.waiters.iter().position(|&w| w == v) {
+            lock.waiters.remove(pos);
+        }
+        lock.holder = Some(v);
+        lock.lwp_counted = false;
+        lock.suspect_lost_wakeup = false;
+        let vc = &mut self.vcpus[v as usize];
+        vc.waiting = None;
+        vc.held = Some(l);
+        vc.counters.acquisitions += 1;
+    }
+
+    pub(crate) fn lock_release(&mut self, v: u32, l: u32) {
+        if self.locks[l as usize].holder != Some(v) {
+            let msg = format!("release: {} released {} it does not hold", self.name_vcpu(v), self.name_lock(l));
+            self.violations.push(msg);
+        }
+        let lock = &mut self.locks[l as usize];
+        lock.holder = None;
+        lock.holder_preempted = false;
+        lock.lhp_counted = false;
+        lock.releasing = Some(v);
+        self.vcpus[v as usize].held = None;
+        self.vcpus[v as usize].releasing = Some(l);
+        self.check_next_waiter(l);
+    }
+
+    /// LWP: the lock is free and the waiter next in line is preempted.
+    fn check_next_waiter(&mut self, l: u32) {
+        let lock = &self.locks[l as usize];
+        if !lock.fifo || lock.lwp_counted || lock.holder.is_some() {
+            return;
+        }
+        if let Some(&next) = lock.waiters.front() {
+            if self.vcpus[next as usize].host == HostState::Runnable {
+                self.locks[l as usize].lwp_counted = true;
+                self.vcpus[next as usize].counters.lwp_events += 1;
+            }
+        }
+    }
+
+    /// Called when a running vCPU is descheduled while runnable.
+    pub(crate) fn on_preempted(&mut self, v: u32) {
+        if let Some(l) = self.vcpus[v as usize].held {
+            let lock = &mut self.locks[l as usize];
+            lock.holder_preempted = true;
+            if !lock.waiters.is_empty() && !lock.lhp_counted {
+                lock.lhp_counted = true;
+                self.vcpus[v as usize].counters.lhp_events += 1;
+            }
+        }
+        if let Some(l) = self.vcpus[v as usize].waiting {
+            if self.locks[l as usize].waiters.front() == Some(&v) {
+                self.check_next_waiter(l);
+            }
+        }
+    }
+
+    pub(crate) fn on_switched_in(&mut self, v: u32) {
+        if let Some(l) = self.vcpus[v as usize].held {
+            let lock = &mut self.locks[l as usize];
+            lock.holder_preempted = false;
+            lock.lhp_counted = false;
+        }
+    }
+
+    /// Lost wake-up and missed-write audit.
+    pub(crate) fn audit(&mut self) {
+        for v in 0..self.vcpus.len() as u32 {
+            let vc = &self.vcpus[v as usize];
+            if let Act::Spin { word, stale: false, .. } = vc.act {
+                if vc.last_read != (word, self.mem.version(word)) {
+                    let msg = format!("missed write: {} spins on a stale value of word {} (at {} ns)", self.name_vcpu(v), word.0, self.now);
+                    self.violations.push(msg);
+                }
+            }
+        }
+        for l in 0..self.locks.len() {
+            let lock = &self.locks[l];
+            let stuck = lock.holder.is_none()
+                && lock.releasing.is_none()
+                && !lock.waiters.is_empty()
+                && lock.waiters.iter().all(|&w| {
+                    let vc = &self.vcpus[w as usize];
+                    vc.host == HostState::Blocked && matches!(vc.act, Act::Halted(HaltReason::LockWait))
+                });
+            if stuck && lock.suspect_lost_wakeup {
+                let msg = format!(
+                    "lost wake-up: {} is free but all its waiters ({}) are halted since the last audit (at {} ns)",
+                    self.name_lock(l as u32),
+                    lock.waiters.iter().map(|&w| self.name_vcpu(w)).collect::<Vec<_>>().join(", "),
+                    self.now
+                );
+                self.violations.push(msg);
+            }
+            self.locks[l].suspect_lost_wakeup = stuck;
+        }
+    }
+}

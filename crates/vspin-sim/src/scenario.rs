@@ -1,0 +1,474 @@
+//! Scenarios: the TOML description of a host, its hypervisor, its VMs and their workloads.
+//!
+//! Parsing rejects unknown keys and wrong types, naming the field path (`vm[1].lock`) and the
+//! allowed values; [`Scenario::validate`] then rejects impossible values (zero pCPUs, pinning to a
+//! pCPU that does not exist, negative durations, ...). Every default is documented in
+//! `docs/calibration.md`.
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A scenario error: the field path and what is wrong with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Deserialize a kebab-case name into an enum, so that any wrong input (another name, a
+/// number, a table) is answered with the list of allowed names.
+macro_rules! named_values {
+    ($ty:ident { $($name:literal => $variant:ident),+ $(,)? }) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "one of {}", [$(concat!("\"", $name, "\"")),+].join(", "))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$ty, E> {
+                        match v {
+                            $($name => Ok($ty::$variant),)+
+                            other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                        }
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+    };
+}
+
+named_values!(SchedulerKind { "cfs" => Cfs });
+named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm });
+named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
+named_values!(LockKind { "tas" => Tas, "ticket" => Ticket, "pv-ticket" => PvTicket });
+named_values!(Preset { "kernbench" => Kernbench, "cpu-hog" => CpuHog });
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError { field: field.into(), message: message.into() }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated time limit. A run ends earlier when every VM with a `work_units` target is done.
+    pub duration_ms: f64,
+    pub host: HostConfig,
+    #[serde(default)]
+    pub hypervisor: HypervisorConfig,
+    #[serde(rename = "vm")]
+    pub vms: Vec<VmConfig>,
+}
+
+fn default_name() -> String {
+    "scenario".into()
+}
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    #[serde(default = "one")]
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    #[serde(default = "one")]
+    pub threads_per_core: u32,
+    #[serde(default = "default_clock")]
+    pub clock_ghz: f64,
+    /// Host scheduler tick rate (`CONFIG_HZ`).
+    #[serde(default = "default_hz")]
+    pub hz: u32,
+    #[serde(default)]
+    pub costs: Costs,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_clock() -> f64 {
+    2.4
+}
+fn default_hz() -> u32 {
+    250
+}
+
+/// The host cost table (ns unless named in cycles). Sources: `docs/calibration.md`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Costs {
+    pub pause_cycles: f64,
+    pub l1_hit_ns: f64,
+    pub transfer_same_socket_ns: f64,
+    pub transfer_cross_socket_ns: f64,
+    pub vm_exit_ns: f64,
+    pub vm_entry_ns: f64,
+    pub hypercall_ns: f64,
+    pub ipi_send_ns: f64,
+    pub wakeup_ns: f64,
+    pub context_switch_ns: f64,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs {
+            pause_cycles: 10.0,
+            l1_hit_ns: 1.5,
+            transfer_same_socket_ns: 50.0,
+            transfer_cross_socket_ns: 130.0,
+            vm_exit_ns: 250.0,
+            vm_entry_ns: 250.0,
+            hypercall_ns: 300.0,
+            ipi_send_ns: 300.0,
+            wakeup_ns: 3000.0,
+            context_switch_ns: 1500.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HypervisorConfig {
+    #[serde(default)]
+    pub scheduler: SchedulerKind,
+    #[serde(default)]
+    pub ple: PleConfig,
+    #[serde(default)]
+    pub directed_yield: DirectedYieldKind,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerKind {
+    /// Linux CFS as in v3.18/3.19 (the KVM host of the seeds).
+    #[default]
+    Cfs,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectedYieldKind {
+    /// No candidate search: a PLE exit only costs the exit.
+    Off,
+    /// `kvm_vcpu_on_spin` of Linux 3.18 (`kernel-mechanisms.md` §5.1).
+    #[default]
+    Kvm,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PleConfig {
+    pub policy: PlePolicy,
+    /// Base window (`ple_window`), TSC cycles.
+    pub window_cycles: u64,
+    /// `ple_window_grow`: multiplier if below the base window, else an addend.
+    pub grow: u64,
+    /// `ple_window_shrink`: 0 resets to the base window on sched-in.
+    pub shrink: u64,
+    /// `ple_window_max`, cycles.
+    pub max_cycles: u64,
+    /// `ple_gap`: a longer stall between two PAUSEs starts a new loop, cycles.
+    pub gap_cycles: u64,
+}
+
+impl Default for PleConfig {
+    fn default() -> Self {
+        // KVM 3.18/3.19 vmx.c defaults (kernel-mechanisms.md §4.1).
+        PleConfig {
+            policy: PlePolicy::Kvm,
+            window_cycles: 4096,
+            grow: 2,
+            shrink: 0,
+            max_cycles: (i32::MAX / 2) as u64,
+            gap_cycles: 128,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlePolicy {
+    /// No pause-loop exits (`KVM_X86_DISABLE_EXITS_PAUSE`, or a CPU without PLE).
+    Off,
+    /// The base window, never changed (Xen's behaviour).
+    Fixed,
+    /// Stock KVM: grow on every PLE exit, shrink on sched-in (§4.3).
+    #[default]
+    Kvm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockKind {
+    Tas,
+    Ticket,
+    PvTicket,
+}
+
+impl LockKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Tas => "tas",
+            LockKind::Ticket => "ticket",
+            LockKind::PvTicket => "pv-ticket",
+        }
+    }
+}
+
+/// Where a VM's vCPUs may run.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged, expecting = "\"1:1\" (vCPU i on pCPU i), \"none\" (any pCPU), or a list of pCPU indices, one per vCPU")]
+pub enum Pinning {
+    Named(String),
+    List(Vec<u32>),
+}
+
+impl Default for Pinning {
+    fn default() -> Self {
+        Pinning::Named("none".into())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmConfig {
+    pub name: String,
+    pub vcpus: u32,
+    #[serde(default)]
+    pub pin: Pinning,
+    pub lock: LockKind,
+    pub workload: WorkloadConfig,
+    /// Work to complete; the VM's completion time is when it is done. Absent: run for the duration.
+    #[serde(default)]
+    pub work_units: Option<u64>,
+    /// Guest timer tick rate; a vCPU halted in the PV lock slow path wakes at its ticks.
+    #[serde(default = "default_hz")]
+    pub guest_hz: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    Kernbench,
+    CpuHog,
+}
+
+/// A workload: a preset, with any of its parameters overridden.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    pub preset: Preset,
+    pub think_ns: Option<f64>,
+    pub cs_ns: Option<f64>,
+    pub locks: Option<u32>,
+    pub zipf_s: Option<f64>,
+    pub block_probability: Option<f64>,
+    pub block_ns: Option<f64>,
+    pub shootdown_probability: Option<f64>,
+    pub shootdown_targets: Option<u32>,
+}
+
+impl Scenario {
+    /// Parse and validate a TOML scenario.
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let de = toml::Deserializer::parse(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
+        Self::from_deserializer(de)
+    }
+
+    /// Parse and validate a scenario given as JSON (the same structure as the TOML file).
+    pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        Self::from_deserializer(&mut de)
+    }
+
+    fn from_deserializer<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Scenario, ScenarioError>
+    where
+        D::Error: fmt::Display,
+    {
+        let sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let mut path = if path == "." { String::new() } else { path };
+            let msg = plain_message(&e.into_inner().to_string());
+            if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
+                path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
+            }
+            err(path, msg)
+        })?;
+        sc.validate()?;
+        Ok(sc)
+    }
+
+    /// Hardware threads of the host (valid once [`Scenario::validate`] passed).
+    pub fn pcpus(&self) -> u32 {
+        self.host.sockets * self.host.cores_per_socket * self.host.threads_per_core
+    }
+
+    /// Semantic checks, each naming the field and the allowed values.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        positive("duration_ms", self.duration_ms)?;
+        if self.duration_ms > 3_600_000.0 {
+            return Err(err("duration_ms", format!("{} is out of range; allowed up to 3600000 (one simulated hour)", self.duration_ms)));
+        }
+        let h = &self.host;
+        for (f, v) in [("sockets", h.sockets), ("cores_per_socket", h.cores_per_socket), ("threads_per_core", h.threads_per_core)] {
+            if v == 0 || v > 256 {
+                return Err(err(format!("host.{f}"), format!("{v} is out of range; allowed 1..=256")));
+            }
+        }
+        let threads = h.sockets as u64 * h.cores_per_socket as u64 * h.threads_per_core as u64;
+        if threads > 256 {
+            return Err(err("host", format!("sockets × cores_per_socket × threads_per_core = {threads} hardware threads; at most 256 are supported")));
+        }
+        positive("host.clock_ghz", h.clock_ghz)?;
+        if !(10..=10_000).contains(&h.hz) {
+            return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));
+        }
+        let c = &h.costs;
+        for (f, v) in [
+            ("pause_cycles", c.pause_cycles),
+            ("l1_hit_ns", c.l1_hit_ns),
+            ("transfer_same_socket_ns", c.transfer_same_socket_ns),
+            ("transfer_cross_socket_ns", c.transfer_cross_socket_ns),
+            ("vm_exit_ns", c.vm_exit_ns),
+            ("vm_entry_ns", c.vm_entry_ns),
+            ("hypercall_ns", c.hypercall_ns),
+            ("ipi_send_ns", c.ipi_send_ns),
+            ("wakeup_ns", c.wakeup_ns),
+            ("context_switch_ns", c.context_switch_ns),
+        ] {
+            non_negative(&format!("host.costs.{f}"), v)?;
+        }
+        positive("host.costs.pause_cycles", c.pause_cycles)?;
+        let ple = &self.hypervisor.ple;
+        if ple.policy != PlePolicy::Off {
+            if ple.window_cycles == 0 {
+                return Err(err("hypervisor.ple.window_cycles", "must be at least 1 when the policy is \"fixed\" or \"kvm\""));
+            }
+            if ple.max_cycles < ple.window_cycles {
+                return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
+            }
+        }
+        if self.vms.is_empty() {
+            return Err(err("vm", "at least one [[vm]] is required"));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, vm) in self.vms.iter().enumerate() {
+            let at = |f: &str| format!("vm[{i}].{f}");
+            if vm.name.is_empty() || !names.insert(vm.name.as_str()) {
+                return Err(err(at("name"), format!("{:?} must be non-empty and unique among VMs", vm.name)));
+            }
+            if vm.vcpus == 0 || vm.vcpus > 256 {
+                return Err(err(at("vcpus"), format!("{} is out of range; allowed 1..=256", vm.vcpus)));
+            }
+            if !(10..=10_000).contains(&vm.guest_hz) {
+                return Err(err(at("guest_hz"), format!("{} is out of range; allowed 10..=10000", vm.guest_hz)));
+            }
+            if vm.work_units == Some(0) {
+                return Err(err(at("work_units"), "must be at least 1 (or absent to run for the duration)"));
+            }
+            self.validate_pin(vm, &at("pin"))?;
+            validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
+        }
+        Ok(())
+    }
+
+    fn validate_pin(&self, vm: &VmConfig, field: &str) -> Result<(), ScenarioError> {
+        let n = self.pcpus();
+        match &vm.pin {
+            Pinning::Named(s) if s == "none" => Ok(()),
+            Pinning::Named(s) if s == "1:1" => {
+                if vm.vcpus > n {
+                    Err(err(field, format!("\"1:1\" pins vCPU i to pCPU i, but the VM has {} vCPUs and the host {} pCPUs", vm.vcpus, n)))
+                } else {
+                    Ok(())
+                }
+            }
+            Pinning::Named(s) => Err(err(field, format!("unknown pinning {s:?}; allowed \"1:1\", \"none\", or a list of pCPU indices"))),
+            Pinning::List(l) => {
+                if l.len() != vm.vcpus as usize {
+                    return Err(err(field, format!("lists {} pCPUs for {} vCPUs; give exactly one per vCPU", l.len(), vm.vcpus)));
+                }
+                if let Some(bad) = l.iter().find(|&&p| p >= n) {
+                    return Err(err(field, format!("pCPU {bad} does not exist; allowed 0..={}", n - 1)));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), ScenarioError> {
+    let f = |n: &str| format!("{at}.{n}");
+    for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("block_ns", w.block_ns)] {
+        if let Some(v) = v {
+            positive(&f(n), v)?;
+        }
+    }
+    for (n, v) in [("block_probability", w.block_probability), ("shootdown_probability", w.shootdown_probability)] {
+        if let Some(v) = v {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(err(f(n), format!("{v} is not a probability; allowed 0.0..=1.0")));
+            }
+        }
+    }
+    if let Some(s) = w.zipf_s {
+        non_negative(&f("zipf_s"), s)?;
+    }
+    if w.locks == Some(0) {
+        return Err(err(f("locks"), "must be at least 1"));
+    }
+    if let Some(t) = w.shootdown_targets {
+        if vcpus < 2 {
+            return Err(err(f("shootdown_targets"), "a shootdown needs another vCPU; this VM has 1"));
+        }
+        if t == 0 || t >= vcpus {
+            return Err(err(f("shootdown_targets"), format!("{t} is out of range; allowed 1..={} (other vCPUs of the VM)", vcpus.saturating_sub(1))));
+        }
+    }
+    Ok(())
+}
+
+/// A deserializer's message without its source excerpt: TOML errors keep their position as
+/// "(line L, column C)", JSON errors drop theirs (the field path already locates them).
+fn plain_message(raw: &str) -> String {
+    if let Some(rest) = raw.strip_prefix("TOML parse error at ") {
+        let position = rest.lines().next().unwrap_or_default();
+        let message = raw.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        return format!("{} ({position})", message.trim());
+    }
+    raw.split(" at line ").next().unwrap_or(raw).trim().to_string()
+}
+
+fn positive(field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(err(field, format!("{v} is not allowed; must be a finite number > 0")))
+    }
+}
+
+fn non_negative(field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(err(field, format!("{v} is not allowed; must be a finite number >= 0")))
+    }
+}

@@ -1,0 +1,293 @@
+//! The host scheduler: Linux CFS as in v3.18/3.19 (`kernel/sched/fair.c`,
+//! `kernel-mechanisms.md` §5.4 and §7.1), one run queue per pCPU.
+//!
+//! - `vruntime` grows with execution time (all vCPU threads have the nice-0 weight).
+//! - Tick preemption (`check_preempt_tick`): the current thread is preempted once it has run
+//!   its ideal slice `max(latency, nr × min_granularity) / nr`, or, after `min_granularity`,
+//!   once it is more than a slice of vruntime ahead of the leftmost thread.
+//! - Wake-up (`place_entity` with `GENTLE_FAIR_SLEEPERS`): a woken thread's vruntime is raised
+//!   to at least `min_vruntime − latency/2`, and it preempts the current thread if that one is
+//!   more than `wakeup_granularity` of vruntime ahead (`check_preempt_wakeup`).
+//! - Buddies (`pick_next_entity`): `skip` (set by `yield`) is passed over and `next` (set by
+//!   `yield_to` and wake-up preemption) is preferred, each only while within
+//!   `wakeup_granularity` of the leftmost thread.
+//!
+//! Placement of unpinned vCPUs: a woken vCPU goes to its previous pCPU if idle, else to the first
+//! idle pCPU, else stays; a pCPU going idle pulls a waiting unpinned vCPU from the longest queue
+//! (a simplification of `select_idle_sibling` and `idle_balance`; periodic balancing is not
+//! modelled).
+use crate::engine::Event;
+use crate::simulation::Sim;
+use crate::vcpu::{Affinity, HostState, HostWork, After};
+
+impl Sim {
+    pub(crate) fn nr_running(&self, p: u32) -> usize {
+        let rq = &self.pcpus[p as usize];
+        rq.queued.len() + rq.curr.is_some() as usize
+    }
+
+    fn vr(&self, v: u32) -> i64 {
+        self.vcpus[v as usize].se.vruntime as i64
+    }
+
+    /// `update_curr`: charge the running vCPU's execution to its vruntime.
+    pub(crate) fn update_curr(&mut self, p: u32) {
+        let now = self.now;
+        if let Some(c) = self.pcpus[p as usize].curr {
+            let se = &mut self.vcpus[c as usize].se;
+            let delta = now - se.exec_start;
+            se.vruntime += delta;
+            se.sum_exec += delta;
+            se.exec_start = now;
+        }
+        self.update_min_vruntime(p);
+    }
+
+    fn update_min_vruntime(&mut self, p: u32) {
+        let rq = &self.pcpus[p as usize];
+        let cur = rq.curr.map(|c| self.vcpus[c as usize].se.vruntime);
+        let left = rq.queued.iter().map(|&q| self.vcpus[q as usize].se.vruntime).min();
+        let m = match (cur, left) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return,
+        };
+        let rq = &mut self.pcpus[p as usize];
+        rq.min_vruntime = rq.min_vruntime.max(m);
+    }
+
+    /// `wakeup_preempt_entity(curr, se) < 1`: `curr` is no more than the wake-up granularity of
+    /// vruntime ahead of `se`.
+    fn within_granularity(&self, curr: u32, se: u32) -> bool {
+        self.vr(curr) - self.vr(se) <= self.costs.wakeup_granularity as i64
+    }
+
+    fn clear_buddies(&mut self, p: u32, v: u32) {
+        let rq = &mut self.pcpus[p as usize];
+        if rq.next == Some(v) {
+            rq.next = None;
+        }
+        if rq.skip == Some(v) {
+            rq.skip = None;
+        }
+    }
+
+    /// `pick_next_entity` over the queued vCPUs and the current one.
+    fn pick_next(&mut self, p: u32) -> Option<u32> {
+        let rq = &self.pcpus[p as usize];
+        let mut cands: Vec<u32> = rq.queued.clone();
+        if let Some(c) = rq.curr {
+            cands.push(c);
+        }
+        let key = |v: &u32| (self.vcpus[*v as usize].se.vruntime, *v);
+        let left = *cands.iter().min_by_key(|v| key(v))?;
+        let mut se = left;
+        if rq.skip == Some(left) {
+            if let Some(&second) = cands.iter().filter(|&&v| v != left).min_by_key(|v| key(v)) {
+                if self.within_granularity(second, left) {
+                    se = second;
+                }
+            }
+        }
+        if let Some(next) = rq.next.filter(|n| cands.contains(n)) {
+            if self.within_granularity(next, left) {
+                se = next;
+            }
+        }
+        self.clear_buddies(p, se);
+        Some(se)
+    }
+
+    /// `schedule()` on pCPU `p`: pick the next vCPU and switch to it if it is not the current.
+    pub(crate) fn schedule(&mut self, p: u32) {
+        self.update_curr(p);
+        let prev = self.pcpus[p as usize].curr;
+        let next = self.pick_next(p);
+        if next != prev {
+            if let Some(pv) = prev {
+                self.deschedule(pv);
+            }
+            match next {
+                Some(n) => {
+                    let rq = &mut self.pcpus[p as usize];
+                    rq.queued.retain(|&q| q != n);
+                    rq.curr = Some(n);
+                    self.switch_in(n, p);
+                }
+                None => {
+                    self.pcpus[p as usize].curr = None;
+                    self.idle_balance(p);
+                }
+            }
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    /// The current vCPU of its pCPU stops running but stays runnable (KVM `preempted`).
+    fn deschedule(&mut self, v: u32) {
+        self.interrupt(v);
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        vc.host = HostState::Runnable;
+        vc.state_since = now;
+        vc.preempted = true;
+        let p = vc.pcpu;
+        self.pcpus[p as usize].queued.push(v);
+        self.on_preempted(v);
+    }
+
+    /// Context switch to `v` on `p` (`kvm_sched_in`): shrink the PLE window, pay the switch, the
+    /// wake-up if it was halted, and VM entry; then deliver IPIs that waited for it.
+    fn switch_in(&mut self, v: u32, p: u32) {
+        let now = self.now;
+        let c = &self.costs;
+        let (switch, wakeup, entry) = (c.context_switch, c.wakeup, c.vm_entry);
+        let ipi_handle = c.vm_exit + c.ipi_send + c.vm_entry;
+        let ple = self.ple.clone();
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert_eq!(vc.host, HostState::Runnable);
+        vc.time.waiting_ns += now - vc.state_since;
+        vc.host = HostState::Running;
+        vc.state_since = now;
+        vc.pcpu = p;
+        vc.preempted = false;
+        vc.se.exec_start = now;
+        vc.se.prev_sum_exec = vc.se.sum_exec;
+        vc.ple_window = crate::ple::shrink(&ple, vc.ple_window);
+        vc.ple_spun_ns = 0;
+        vc.counters.context_switches += 1;
+        let cost = switch + entry + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
+        match vc.host_work.as_mut() {
+            Some(hw) => hw.remaining += cost,
+            None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
+        }
+        for from in std::mem::take(&mut vc.pending_ipis) {
+            self.q.push(now + cost + ipi_handle, Event::IpiAck { from, to: v });
+        }
+        self.on_switched_in(v);
+        self.run_vcpu(v);
+    }
+
+    fn maybe_arm_tick(&mut self, p: u32) {
+        if !self.pcpus[p as usize].tick_armed && self.nr_running(p) > 1 {
+            self.pcpus[p as usize].tick_armed = true;
+            let t = self.costs.tick_ns;
+            self.q.push((self.now / t + 1) * t, Event::Tick { pcpu: p });
+        }
+    }
+
+    /// Scheduler tick: `check_preempt_tick`.
+    pub(crate) fn tick(&mut self, p: u32) {
+        self.pcpus[p as usize].tick_armed = false;
+        if self.nr_running(p) > 1 {
+            self.update_curr(p);
+            if let Some(c) = self.pcpus[p as usize].curr {
+                let nr = self.nr_running(p) as u64;
+                let period = if nr > self.costs.nr_latency { nr * self.costs.min_granularity } else { self.costs.sched_latency };
+                let ideal = period / nr;
+                let se = &self.vcpus[c as usize].se;
+                let ran = se.sum_exec - se.prev_sum_exec;
+                let mut resched = ran > ideal;
+                if resched {
+                    self.clear_buddies(p, c);
+                } else if ran >= self.costs.min_granularity {
+                    let left = self.pcpus[p as usize].queued.iter().map(|&q| self.vr(q)).min();
+                    resched = left.is_some_and(|l| self.vr(c) - l > ideal as i64);
+                }
+                if resched {
+                    self.schedule(p);
+                }
+            }
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    /// `yield_task_fair`: mark the yielding vCPU as the skip buddy.
+    pub(crate) fn yield_task(&mut self, p: u32, v: u32) {
+        if self.nr_running(p) <= 1 {
+            return;
+        }
+        self.clear_buddies(p, v);
+        self.pcpus[p as usize].skip = Some(v);
+    }
+
+    /// `yield_to(target)` from `v` (§5.4): >0 yielded, 0 not possible, <0 `-ESRCH`.
+    pub(crate) fn yield_to(&mut self, v: u32, target: u32) -> i32 {
+        let p = self.vcpus[v as usize].pcpu;
+        let tp = self.vcpus[target as usize].pcpu;
+        if self.nr_running(p) == 1 && self.nr_running(tp) == 1 {
+            return -1;
+        }
+        if self.vcpus[target as usize].host != HostState::Runnable {
+            return 0;
+        }
+        self.pcpus[tp as usize].next = Some(target);
+        self.yield_task(p, v);
+        if tp != p {
+            self.schedule(tp);
+        }
+        1
+    }
+
+    /// Enqueue a woken vCPU (`place_entity`, `check_preempt_wakeup`).
+    pub(crate) fn enqueue_woken(&mut self, v: u32) {
+        let p = self.select_pcpu(v);
+        self.migrate(v, p);
+        let half_latency = self.costs.sched_latency / 2;
+        let min_vr = self.pcpus[p as usize].min_vruntime;
+        let se = &mut self.vcpus[v as usize].se;
+        se.vruntime = se.vruntime.max(min_vr.saturating_sub(half_latency));
+        self.pcpus[p as usize].queued.push(v);
+        match self.pcpus[p as usize].curr {
+            None => self.schedule(p),
+            Some(c) => {
+                self.update_curr(p);
+                if self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64 {
+                    self.pcpus[p as usize].next = Some(v);
+                    self.schedule(p);
+                }
+            }
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    fn select_pcpu(&self, v: u32) -> u32 {
+        let vc = &self.vcpus[v as usize];
+        match vc.affinity {
+            Affinity::Pinned(p) => p,
+            Affinity::Any => {
+                let n = self.pcpus.len() as u32;
+                let idle = |p: u32| self.nr_running(p) == 0;
+                (0..n).map(|i| (vc.pcpu + i) % n).find(|&p| idle(p)).unwrap_or(vc.pcpu)
+            }
+        }
+    }
+
+    /// Move a not-running vCPU's scheduling state to pCPU `p` (vruntime renormalized).
+    fn migrate(&mut self, v: u32, p: u32) {
+        let from = self.vcpus[v as usize].pcpu;
+        if from == p {
+            return;
+        }
+        let (src, dst) = (self.pcpus[from as usize].min_vruntime, self.pcpus[p as usize].min_vruntime);
+        let vc = &mut self.vcpus[v as usize];
+        vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);
+        vc.pcpu = p;
+    }
+
+    /// A pCPU with nothing to run pulls a waiting unpinned vCPU from the longest run queue.
+    fn idle_balance(&mut self, p: u32) {
+        let n = self.pcpus.len() as u32;
+        let movable = |s: &Sim, q: u32| s.vcpus[q as usize].affinity == Affinity::Any;
+        let busiest = (0..n)
+            .filter(|&o| o != p && self.pcpus[o as usize].queued.iter().any(|&q| movable(self, q)))
+            .max_by_key(|&o| (self.pcpus[o as usize].queued.len(), std::cmp::Reverse(o)));
+        let Some(src) = busiest else { return };
+        let Some(&v) = self.pcpus[src as usize].queued.iter().find(|&&q| movable(self, q)) else { return };
+        self.pcpus[src as usize].queued.retain(|&q| q != v);
+        self.clear_buddies(src, v);
+        self.migrate(v, p);
+        self.pcpus[p as usize].queued.push(v);
+        self.schedule(p);
+    }
+}

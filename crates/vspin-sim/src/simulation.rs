@@ -1,0 +1,788 @@
+//! The simulation: builds a host from a scenario and runs its event loop.
+//!
+//! A vCPU that runs executes, in order, any pending host work (exit handling, VM entry, context
+//! switch) and then its guest activity ([`Act`]). Guest code is polled only when its last request
+//! has been answered; every request either costs time (a timed segment with an end event) or
+//! none (bookkeeping), see [`Sim::handle`].
+use crate::engine::{Event, EventQueue, Rng, Time};
+use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
+use crate::locks::GuestLock;
+use crate::memory::{Access, Memory, MemoryCosts, SimWord};
+use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
+use crate::monitor::LockState;
+use crate::scenario::{DirectedYieldKind, PleConfig, PlePolicy, Pinning, Scenario};
+use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, Kind, SchedEntity, Vcpu};
+use crate::workload::{guest_thread, Profile};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use vspin_locks::{CpuMask, WordAlloc};
+
+/// How often the lock monitor audits for lost wake-ups.
+const AUDIT_PERIOD_NS: Time = 1_000_000;
+
+/// Costs in simulator units, derived once from the scenario.
+pub(crate) struct Costs {
+    pub vm_exit: u64,
+    pub vm_entry: u64,
+    pub hypercall: u64,
+    pub ipi_send: u64,
+    pub wakeup: u64,
+    pub context_switch: u64,
+    /// One spin-loop iteration (PAUSE + L1 re-read), in picoseconds.
+    pub pause_ps: u64,
+    pub clock_ghz: f64,
+    pub tick_ns: u64,
+    /// CFS tunables scaled by `1 + ilog2(min(ncpus, 8))` (§7.1).
+    pub sched_latency: u64,
+    pub min_granularity: u64,
+    pub wakeup_granularity: u64,
+    pub nr_latency: u64,
+}
+
+pub(crate) struct Pcpu {
+    pub curr: Option<u32>,
+    pub queued: Vec<u32>,
+    pub min_vruntime: u64,
+    pub next: Option<u32>,
+    pub skip: Option<u32>,
+    pub tick_armed: bool,
+}
+
+pub(crate) struct Vm {
+    pub name: String,
+    pub lock: &'static str,
+    pub workload: String,
+    pub first_vcpu: u32,
+    pub vcpus: u32,
+    pub guest_tick_ns: u64,
+    pub target: Option<u64>,
+    pub work_units: u64,
+    pub completed_at: Option<Time>,
+    pub last_boosted: i64,
+}
+
+type GuestFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+pub struct Sim {
+    pub(crate) now: Time,
+    pub(crate) end: Time,
+    pub(crate) q: EventQueue,
+    pub(crate) mem: Memory,
+    pub(crate) costs: Costs,
+    pub(crate) ple: PleConfig,
+    pub(crate) directed_yield: DirectedYieldKind,
+    pub(crate) pcpus: Vec<Pcpu>,
+    pub(crate) vcpus: Vec<Vcpu>,
+    pub(crate) vms: Vec<Vm>,
+    pub(crate) locks: Vec<LockState>,
+    guests: Vec<GuestFuture>,
+    /// Spinning vCPUs per word.
+    watchers: Vec<Vec<u32>>,
+    pub(crate) violations: Vec<String>,
+    stop: bool,
+    name: String,
+    seed: u64,
+}
+
+/// A run that broke an invariant.
+#[derive(Debug, Clone)]
+pub struct InvariantViolation(pub Vec<String>);
+
+impl std::fmt::Display for InvariantViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invariant violated: {}", self.0.join("; "))
+    }
+}
+
+impl std::error::Error for InvariantViolation {}
+
+fn ns(v: f64) -> u64 {
+    v.round() as u64
+}
+
+impl Sim {
+    pub fn new(sc: &Scenario) -> Sim {
+        let h = &sc.host;
+        let n = sc.pcpus();
+        let per_socket = h.cores_per_socket * h.threads_per_core;
+        let socket_of = (0..n).map(|p| p / per_socket).collect();
+        let c = &h.costs;
+        let mut mem = Memory::new(
+            MemoryCosts {
+                hit_ns: ns(c.l1_hit_ns).max(1),
+                same_socket_ns: ns(c.transfer_same_socket_ns),
+                cross_socket_ns: ns(c.transfer_cross_socket_ns),
+            },
+            socket_of,
+        );
+        let factor = 1 + (n.clamp(1, 8)).ilog2() as u64;
+        let costs = Costs {
+            vm_exit: ns(c.vm_exit_ns),
+            vm_entry: ns(c.vm_entry_ns),
+            hypercall: ns(c.hypercall_ns),
+            ipi_send: ns(c.ipi_send_ns),
+            wakeup: ns(c.wakeup_ns),
+            context_switch: ns(c.context_switch_ns),
+            pause_ps: ((c.pause_cycles / h.clock_ghz + c.l1_hit_ns) * 1000.0).round().max(1.0) as u64,
+            clock_ghz: h.clock_ghz,
+            tick_ns: 1_000_000_000 / h.hz as u64,
+            sched_latency: 6_000_000 * factor,
+            min_granularity: 750_000 * factor,
+            wakeup_granularity: 1_000_000 * factor,
+            nr_latency: 8,
+        };
+        let pcpus = (0..n)
+            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false })
+            .collect();
+        let mut sim = Sim {
+            now: 0,
+            end: (sc.duration_ms * 1e6).round() as Time,
+            q: EventQueue::new(),
+            mem: Memory::new(MemoryCosts { hit_ns: 1, same_socket_ns: 1, cross_socket_ns: 1 }, vec![]),
+            costs,
+            ple: sc.hypervisor.ple.clone(),
+            directed_yield: sc.hypervisor.directed_yield,
+            pcpus,
+            vcpus: Vec::new(),
+            vms: Vec::new(),
+            locks: Vec::new(),
+            guests: Vec::new(),
+            watchers: Vec::new(),
+            violations: Vec::new(),
+            stop: false,
+            name: sc.name.clone(),
+            seed: sc.seed,
+        };
+        let mut load = vec![0u32; n as usize];
+        let costs_latency = sim.costs.sched_latency;
+        for (vm_id, vm) in sc.vms.iter().enumerate() {
+            let first = sim.vcpus.len() as u32;
+            let chunks = vm.vcpus.div_ceil(64) as usize;
+            let words: Rc<[SimWord]> =
+                (0..vm.vcpus as usize * WORDS_PER_CPU + CpuMask::COUNT * chunks).map(|_| mem.word(0)).collect();
+            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
+            let fifo = GuestLock::fifo(vm.lock);
+            let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, &mut mem)).collect();
+            sim.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id as u32, fifo)));
+            for i in 0..vm.vcpus {
+                let affinity = match &vm.pin {
+                    Pinning::List(l) => Affinity::Pinned(l[i as usize]),
+                    Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
+                    Pinning::Named(_) => Affinity::Any,
+                };
+                let pcpu = match affinity {
+                    Affinity::Pinned(p) => p,
+                    Affinity::Any => (0..n).min_by_key(|&p| (load[p as usize], p)).unwrap_or(0),
+                };
+                load[pcpu as usize] += 1;
+                let cpu = SimCpu::new(i, vm.vcpus, words.clone());
+                let g = first + i;
+                let mut rng = Rng::stream(sc.seed, g as u64 + 1);
+                // The VMs' threads were started at unrelated times: give each a random position
+                // within one scheduling period instead of an artificial lock-step start (which
+                // would co-schedule each VM's vCPUs, the very cure for lock-waiter preemption).
+                let start_vruntime = rng.below(costs_latency);
+                sim.guests.push(Box::pin(guest_thread(cpu, locks.clone(), profile.clone(), rng)));
+                sim.vcpus.push(Vcpu {
+                    vm: vm_id as u32,
+                    index: i,
+                    affinity,
+                    host: HostState::Runnable,
+                    pcpu,
+                    state_since: 0,
+                    act: Act::Ready,
+                    host_work: None,
+                    active: false,
+                    seg_start: 0,
+                    gen: 0,
+                    timer_gen: 0,
+                    response: (0, 0),
+                    last_read: (SimWord(u32::MAX), 0),
+                    se: SchedEntity { vruntime: start_vruntime, exec_start: 0, sum_exec: 0, prev_sum_exec: 0 },
+                    preempted: false,
+                    pv_unhalted: false,
+                    kicked: false,
+                    woken: false,
+                    in_spin_loop: false,
+                    dy_eligible: false,
+                    ple_window: sc.hypervisor.ple.window_cycles,
+                    ple_spun_ns: 0,
+                    pending_ipis: Vec::new(),
+                    call_function_word: words[i as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
+                    waiting: None,
+                    held: None,
+                    releasing: None,
+                    time: TimeBreakdown::default(),
+                    counters: Counters::default(),
+                    work_units: 0,
+                });
+                sim.pcpus[pcpu as usize].queued.push(g);
+            }
+            sim.vms.push(Vm {
+                name: vm.name.clone(),
+                lock: vm.lock.name(),
+                workload: format!("{:?}", vm.workload.preset).to_lowercase(),
+                first_vcpu: first,
+                vcpus: vm.vcpus,
+                guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
+                target: vm.work_units,
+                work_units: 0,
+                completed_at: None,
+                last_boosted: -1,
+            });
+        }
+        sim.watchers = vec![Vec::new(); mem.len()];
+        sim.mem = mem;
+        sim
+    }
+
+    /// Run to the end of the scenario's duration (or until every VM with a target is done).
+    pub fn run(mut self) -> Result<RunResult, InvariantViolation> {
+        for p in 0..self.pcpus.len() as u32 {
+            self.schedule(p);
+        }
+        self.q.push(AUDIT_PERIOD_NS, Event::Audit);
+        self.q.push(self.end, Event::End);
+        while let Some((t, ev)) = self.q.pop() {
+            self.now = t;
+            match ev {
+                Event::SegmentEnd { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.segment_end(vcpu),
+                Event::SpinCheck { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.spin_check(vcpu),
+                Event::GuestTimer { vcpu, gen } => {
+                    let v = &self.vcpus[vcpu as usize];
+                    if v.timer_gen == gen && v.host == HostState::Blocked {
+                        self.wake(vcpu);
+                    }
+                }
+                Event::Tick { pcpu } => self.tick(pcpu),
+                Event::IpiAck { from, to } => self.ipi_ack(from, to),
+                Event::Audit => {
+                    self.audit();
+                    self.q.push(self.now + AUDIT_PERIOD_NS, Event::Audit);
+                }
+                Event::End => break,
+                _ => {}
+            }
+            if self.stop {
+                break;
+            }
+            if !self.violations.is_empty() {
+                return Err(InvariantViolation(std::mem::take(&mut self.violations)));
+            }
+        }
+        Ok(self.finish())
+    }
+
+    // ----- running a vCPU -------------------------------------------------------------------
+
+    /// Continue a running vCPU that has no segment in progress.
+    pub(crate) fn run_vcpu(&mut self, v: u32) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert!(vc.host == HostState::Running && !vc.active);
+        vc.seg_start = now;
+        vc.gen = vc.gen.wrapping_add(1);
+        if let Some(hw) = vc.host_work {
+            vc.active = true;
+            self.q.push(now + hw.remaining, Event::SegmentEnd { vcpu: v, gen: vc.gen });
+            return;
+        }
+        match vc.act {
+            Act::Busy { remaining, .. } => {
+                vc.active = true;
+                self.q.push(now + remaining, Event::SegmentEnd { vcpu: v, gen: vc.gen });
+            }
+            Act::Spin { word, pauses_left, stale: true } => {
+                let pcpu = vc.pcpu;
+                let done = self.mem.access(word, pcpu, Access::Read, now);
+                let value = self.mem.value(word);
+                let vc = &mut self.vcpus[v as usize];
+                vc.last_read = (word, self.mem.version(word));
+                vc.response = (value, pauses_left);
+                vc.act = Act::Busy { kind: Kind::Spin, remaining: done - now };
+                self.run_vcpu(v);
+            }
+            Act::Spin { pauses_left, .. } => {
+                vc.active = true;
+                let budget_end = now + (pauses_left as u128 * self.costs.pause_ps as u128).div_ceil(1000).min(u64::MAX as u128 / 2) as u64;
+                let at = if self.ple.policy == PlePolicy::Off {
+                    budget_end
+                } else {
+                    let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
+                    budget_end.min(now + window_ns.saturating_sub(vc.ple_spun_ns))
+                };
+                self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
+            }
+            Act::Ready => self.poll_guest(v),
+            Act::Halted(reason) => self.halt_returns(v, reason),
+        }
+    }
+
+    /// Account the time of the segment in progress and cancel its event.
+    pub(crate) fn interrupt(&mut self, v: u32) {
+        let now = self.now;
+        let pause_ps = self.costs.pause_ps;
+        let vc = &mut self.vcpus[v as usize];
+        if !vc.active {
+            return;
+        }
+        vc.active = false;
+        vc.gen = vc.gen.wrapping_add(1);
+        let el = now - vc.seg_start;
+        vc.seg_start = now;
+        if let Some(hw) = vc.host_work.as_mut() {
+            hw.remaining -= el;
+            vc.time.exit_ns += el;
+            return;
+        }
+        match &mut vc.act {
+            Act::Busy { kind, remaining } => {
+                *remaining -= el;
+                match kind {
+                    Kind::Useful => vc.time.useful_ns += el,
+                    Kind::Spin => vc.time.spin_ns += el,
+                }
+            }
+            Act::Spin { pauses_left, .. } => {
+                *pauses_left -= (*pauses_left).min(((el as u128 * 1000) / pause_ps as u128) as u64);
+                vc.ple_spun_ns += el;
+                vc.time.spin_ns += el;
+            }
+            Act::Ready | Act::Halted(_) => {}
+        }
+    }
+
+    fn segment_end(&mut self, v: u32) {
+        self.interrupt(v);
+        let vc = &mut self.vcpus[v as usize];
+        if let Some(hw) = vc.host_work.take() {
+            self.after_host_work(v, hw.after);
+        } else {
+            vc.act = Act::Ready;
+        }
+        self.continue_if_running(v);
+    }
+
+    pub(crate) fn continue_if_running(&mut self, v: u32) {
+        let vc = &self.vcpus[v as usize];
+        if vc.host == HostState::Running && !vc.active {
+            self.run_vcpu(v);
+        }
+    }
+
+    fn after_host_work(&mut self, v: u32, after: After) {
+        match after {
+            After::Nothing => {}
+            After::PleDone { yielded } => {
+                let vc = &mut self.vcpus[v as usize];
+                vc.in_spin_loop = false;
+                vc.dy_eligible = false;
+                vc.ple_spun_ns = 0;
+                if yielded {
+                    let p = vc.pcpu;
+                    self.schedule(p);
+                }
+            }
+            After::Yield => {
+                let p = self.vcpus[v as usize].pcpu;
+                self.yield_task(p, v);
+                self.schedule(p);
+            }
+            After::HaltBlock => self.halt_block(v),
+        }
+    }
+
+    fn poll_guest(&mut self, v: u32) {
+        loop {
+            guest::respond(self.vcpus[v as usize].response);
+            let mut cx = Context::from_waker(Waker::noop());
+            if let Poll::Ready(()) = self.guests[v as usize].as_mut().poll(&mut cx) {
+                unreachable!("guest threads loop forever");
+            }
+            let req = guest::take_request().expect("a suspended guest always leaves a request");
+            if !self.handle(v, req) {
+                break;
+            }
+        }
+        self.continue_if_running(v);
+    }
+
+    /// Carry out a guest request. Returns true if it took no time (poll again at once).
+    fn handle(&mut self, v: u32, req: Req) -> bool {
+        let now = self.now;
+        let c = &self.costs;
+        let (exit, entry, hypercall) = (c.vm_exit, c.vm_entry, c.hypercall);
+        match req {
+            Req::Mem(w, op) => {
+                let old = self.mem.value(w);
+                let (new, response) = match op {
+                    MemOp::Load => (None, (old, 0)),
+                    MemOp::Store(x) => (Some(x), (old, 0)),
+                    MemOp::FetchAddField(f, d) => (Some(f.add(old, d)), (old, 0)),
+                    MemOp::FetchOr(b) => (Some(old | b), (old, 0)),
+                    MemOp::FetchAnd(b) => (Some(old & b), (old, 0)),
+                    MemOp::Swap(x) => (Some(x), (old, 0)),
+                    MemOp::Cas(o, n) if old == o => (Some(n), (old, 1)),
+                    MemOp::Cas(..) => (Some(old), (old, 0)),
+                };
+                let kind = if new.is_some() { Access::Write } else { Access::Read };
+                let done = self.mem.access(w, self.vcpus[v as usize].pcpu, kind, now);
+                if let Some(x) = new {
+                    self.mem.set(w, x);
+                    self.notify_watchers(w);
+                }
+                let latency = done - now;
+                let vc = &mut self.vcpus[v as usize];
+                vc.last_read = (w, self.mem.version(w));
+                if latency as f64 * self.costs.clock_ghz > self.ple.gap_cycles as f64 {
+                    // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
+                    vc.ple_spun_ns = 0;
+                }
+                vc.response = response;
+                vc.act = Act::Busy { kind: Kind::Spin, remaining: latency };
+                false
+            }
+            Req::SpinWait(w, pauses) => {
+                // A write that landed while the last read was in flight must not be missed.
+                let stale = self.vcpus[v as usize].last_read != (w, self.mem.version(w));
+                self.vcpus[v as usize].act = Act::Spin { word: w, pauses_left: pauses, stale };
+                if !stale {
+                    self.watchers[w.0 as usize].push(v);
+                }
+                false
+            }
+            Req::Compute(t) => {
+                let vc = &mut self.vcpus[v as usize];
+                vc.ple_spun_ns = 0;
+                vc.act = Act::Busy { kind: Kind::Useful, remaining: t };
+                false
+            }
+            Req::Halt => {
+                self.start_halt(v, HaltReason::LockWait);
+                false
+            }
+            Req::Sleep(t) => {
+                self.start_halt(v, HaltReason::Idle { wake_at: now + t });
+                false
+            }
+            Req::Kick(cpu) => {
+                let target = self.vms[self.vcpus[v as usize].vm as usize].first_vcpu + cpu;
+                let vc = &mut self.vcpus[v as usize];
+                vc.counters.kicks += 1;
+                vc.act = Act::Ready;
+                vc.response = (0, 0);
+                vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Nothing });
+                self.kick(target);
+                false
+            }
+            Req::Yield => {
+                let vc = &mut self.vcpus[v as usize];
+                vc.act = Act::Ready;
+                vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Yield });
+                false
+            }
+            Req::Shootdown { start, count } => self.shootdown(v, start, count),
+            Req::Note(n) => self.note(v, n),
+        }
+    }
+
+    /// Wake every vCPU spinning on `w`: running spinners re-read it (their transfers serialize
+    /// on the line); the others re-read when they run again.
+    fn notify_watchers(&mut self, w: SimWord) {
+        if self.watchers[w.0 as usize].is_empty() {
+            return;
+        }
+        let list = std::mem::take(&mut self.watchers[w.0 as usize]);
+        for &x in &list {
+            let running = {
+                let vc = &self.vcpus[x as usize];
+                vc.host == HostState::Running && vc.host_work.is_none() && vc.active
+            };
+            if running {
+                self.interrupt(x);
+            }
+            if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
+                *stale = true;
+            }
+            self.continue_if_running(x);
+        }
+        let mut list = list;
+        list.clear();
+        if self.watchers[w.0 as usize].is_empty() {
+            self.watchers[w.0 as usize] = list;
+        }
+    }
+
+    fn spin_check(&mut self, v: u32) {
+        self.interrupt(v);
+        let vc = &mut self.vcpus[v as usize];
+        let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
+        let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
+        if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
+            self.ple_exit(v);
+        } else if pauses_left == 0 {
+            self.watchers[word.0 as usize].retain(|&x| x != v);
+            let value = self.mem.value(word);
+            let vc = &mut self.vcpus[v as usize];
+            vc.response = (value, 0);
+            vc.act = Act::Ready;
+        }
+        self.continue_if_running(v);
+    }
+
+    /// A PAUSE-loop exit: grow the window, look for a vCPU to yield to, pay the exit.
+    fn ple_exit(&mut self, v: u32) {
+        let ple = self.ple.clone();
+        let vc = &mut self.vcpus[v as usize];
+        vc.counters.ple_exits += 1;
+        vc.ple_window = crate::ple::grow(&ple, vc.ple_window);
+        vc.in_spin_loop = true;
+        let yielded = match self.directed_yield {
+            DirectedYieldKind::Kvm => self.kvm_vcpu_on_spin(v),
+            DirectedYieldKind::Off => false,
+        };
+        let c = &self.costs;
+        self.vcpus[v as usize].host_work =
+            Some(HostWork { remaining: c.vm_exit + c.hypercall + c.vm_entry, after: After::PleDone { yielded } });
+    }
+
+    // ----- halt, kick, interrupts -------------------------------------------------------------
+
+    fn start_halt(&mut self, v: u32, reason: HaltReason) {
+        let exit = self.costs.vm_exit;
+        let vc = &mut self.vcpus[v as usize];
+        vc.counters.halt_exits += 1;
+        vc.act = Act::Halted(reason);
+        vc.host_work = Some(HostWork { remaining: exit, after: After::HaltBlock });
+    }
+
+    /// After the HLT exit: block unless a kick is already pending (`kvm_arch_vcpu_runnable`).
+    fn halt_block(&mut self, v: u32) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        let Act::Halted(reason) = vc.act else { unreachable!() };
+        let timer = match reason {
+            HaltReason::LockWait if vc.pv_unhalted => return,
+            HaltReason::LockWait => {
+                let period = self.vms[vc.vm as usize].guest_tick_ns;
+                let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
+                Some(((now + period - phase) / period) * period + phase)
+            }
+            HaltReason::Idle { wake_at } if wake_at <= now => return,
+            HaltReason::Idle { wake_at } => Some(wake_at),
+            HaltReason::Finished => None,
+        };
+        if !vc.pending_ipis.is_empty() {
+            return;
+        }
+        vc.timer_gen = vc.timer_gen.wrapping_add(1);
+        if let Some(at) = timer {
+            self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
+        }
+        let p = vc.pcpu;
+        self.update_curr(p);
+        let vc = &mut self.vcpus[v as usize];
+        vc.host = HostState::Blocked;
+        vc.state_since = now;
+        self.pcpus[p as usize].curr = None;
+        self.schedule(p);
+    }
+
+    /// The vCPU runs again after a halt.
+    fn halt_returns(&mut self, v: u32, reason: HaltReason) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        match reason {
+            HaltReason::LockWait => {
+                if vc.kicked {
+                    vc.kicked = false;
+                } else {
+                    vc.counters.spurious_wakeups += 1;
+                }
+                vc.pv_unhalted = false;
+                vc.response = (0, 0);
+                vc.act = Act::Ready;
+                self.poll_guest(v);
+            }
+            HaltReason::Idle { wake_at } if wake_at <= now => {
+                vc.response = (0, 0);
+                vc.act = Act::Ready;
+                self.poll_guest(v);
+            }
+            HaltReason::Idle { .. } | HaltReason::Finished => {
+                // Woken by an interrupt only: handle it and halt again.
+                self.start_halt(v, reason);
+                self.run_vcpu(v);
+            }
+        }
+    }
+
+    /// `kvm_pv_kick_cpu_op`: set `pv_unhalted` and wake the vCPU thread if it is blocked.
+    fn kick(&mut self, target: u32) {
+        let t = &mut self.vcpus[target as usize];
+        t.kicked = true;
+        t.pv_unhalted = true;
+        if t.host == HostState::Blocked {
+            self.wake(target);
+        }
+    }
+
+    fn shootdown(&mut self, v: u32, start: u32, count: u32) -> bool {
+        let c = &self.costs;
+        let cost = c.vm_exit + c.ipi_send * count as u64 + c.vm_entry;
+        let vm = &self.vms[self.vcpus[v as usize].vm as usize];
+        let (first, n) = (vm.first_vcpu, vm.vcpus);
+        let me = self.vcpus[v as usize].index;
+        let targets: Vec<u32> = (0..n).map(|i| (start + i) % n).filter(|&i| i != me).take(count as usize).collect();
+        let vc = &mut self.vcpus[v as usize];
+        vc.counters.shootdowns += 1;
+        self.mem.set(vc.call_function_word, targets.len() as u64);
+        vc.act = Act::Ready;
+        vc.response = (0, 0);
+        vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
+        for t in targets {
+            self.deliver_ipi(v, first + t);
+        }
+        false
+    }
+
+    /// An IPI is handled once its target runs: at once if running, at its next switch-in if
+    /// preempted, after a wake-up if halted.
+    fn deliver_ipi(&mut self, from: u32, to: u32) {
+        let c = &self.costs;
+        let handle = c.vm_exit + c.ipi_send + c.vm_entry;
+        let t = &mut self.vcpus[to as usize];
+        match t.host {
+            HostState::Running => self.q.push(self.now + handle, Event::IpiAck { from, to }),
+            HostState::Runnable => t.pending_ipis.push(from),
+            HostState::Blocked => {
+                t.pending_ipis.push(from);
+                self.wake(to);
+            }
+        }
+    }
+
+    fn ipi_ack(&mut self, from: u32, to: u32) {
+        let w = self.vcpus[from as usize].call_function_word;
+        let pcpu = self.vcpus[to as usize].pcpu;
+        self.mem.access(w, pcpu, Access::Write, self.now);
+        let left = self.mem.value(w).saturating_sub(1);
+        self.mem.set(w, left);
+        self.notify_watchers(w);
+    }
+
+    /// Make a blocked vCPU runnable and let the scheduler decide whether it preempts.
+    pub(crate) fn wake(&mut self, v: u32) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert_eq!(vc.host, HostState::Blocked);
+        let el = now - vc.state_since;
+        if matches!(vc.act, Act::Halted(HaltReason::Finished)) {
+            vc.time.finished_ns += el;
+        } else {
+            vc.time.halted_ns += el;
+        }
+        vc.host = HostState::Runnable;
+        vc.state_since = now;
+        vc.woken = true;
+        vc.timer_gen = vc.timer_gen.wrapping_add(1);
+        self.enqueue_woken(v);
+    }
+
+    // ----- bookkeeping notes from the workload --------------------------------------------------
+
+    fn note(&mut self, v: u32, n: Note) -> bool {
+        let vm_id = self.vcpus[v as usize].vm;
+        let lock_base = self.lock_base(vm_id);
+        match n {
+            Note::LockBegin(l) => self.lock_begin(v, lock_base + l),
+            Note::LockAcquired(l) => self.lock_acquired(v, lock_base + l),
+            Note::LockRelease(l) => self.lock_release(v, lock_base + l),
+            Note::WorkDone => {
+                if let Some(l) = self.vcpus[v as usize].releasing.take() {
+                    self.locks[l as usize].releasing = None;
+                }
+                let vc = &mut self.vcpus[v as usize];
+                vc.work_units += 1;
+                let vm = &mut self.vms[vm_id as usize];
+                vm.work_units += 1;
+                if vm.completed_at.is_none() && vm.target.is_some_and(|t| vm.work_units >= t) {
+                    vm.completed_at = Some(self.now);
+                    self.stop = self.vms.iter().all(|m| m.target.is_none() || m.completed_at.is_some())
+                        && self.vms.iter().any(|m| m.target.is_some());
+                }
+                if self.vms[vm_id as usize].completed_at.is_some() {
+                    self.start_halt(v, HaltReason::Finished);
+                    return false;
+                }
+            }
+        }
+        self.vcpus[v as usize].response = (0, 0);
+        true
+    }
+
+    fn lock_base(&self, vm: u32) -> u32 {
+        self.locks.partition_point(|l| l.vm < vm) as u32
+    }
+
+    // ----- results ----------------------------------------------------------------------------
+
+    fn finish(mut self) -> RunResult {
+        let now = self.now;
+        for v in 0..self.vcpus.len() as u32 {
+            self.interrupt(v);
+            let vc = &mut self.vcpus[v as usize];
+            let el = now - vc.state_since;
+            match vc.host {
+                HostState::Running => {}
+                HostState::Runnable => vc.time.waiting_ns += el,
+                HostState::Blocked if matches!(vc.act, Act::Halted(HaltReason::Finished)) => vc.time.finished_ns += el,
+                HostState::Blocked => vc.time.halted_ns += el,
+            }
+        }
+        let mut totals = Counters::default();
+        let mut vcpus = Vec::new();
+        let mut vms = Vec::new();
+        for vm in &self.vms {
+            let mut time = TimeBreakdown::default();
+            let mut counters = Counters::default();
+            for vc in &self.vcpus[vm.first_vcpu as usize..(vm.first_vcpu + vm.vcpus) as usize] {
+                time.add(&vc.time);
+                counters.add(&vc.counters);
+                vcpus.push(VcpuResult {
+                    vm: vm.name.clone(),
+                    vcpu: vc.index,
+                    work_units: vc.work_units,
+                    ple_window_cycles: vc.ple_window,
+                    time: vc.time,
+                    counters: vc.counters,
+                });
+            }
+            totals.add(&counters);
+            let span = vm.completed_at.unwrap_or(now).max(1);
+            vms.push(VmResult {
+                name: vm.name.clone(),
+                lock: vm.lock.to_string(),
+                workload: vm.workload.clone(),
+                vcpus: vm.vcpus,
+                work_units: vm.work_units,
+                throughput_per_s: vm.work_units as f64 * 1e9 / span as f64,
+                completion_ms: vm.completed_at.map(|t| t as f64 / 1e6),
+                time,
+                counters,
+            });
+        }
+        RunResult {
+            scenario: self.name,
+            seed: self.seed,
+            simulated_ms: now as f64 / 1e6,
+            events: self.q.processed(),
+            totals,
+            vms,
+            vcpus,
+        }
+    }
+}
+

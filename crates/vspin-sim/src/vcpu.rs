@@ -1,0 +1,116 @@
+//! A vCPU: its host-side state (scheduling, KVM flags, PLE window) and what its guest is doing.
+use crate::engine::Time;
+use crate::memory::SimWord;
+use crate::metrics::{Counters, TimeBreakdown};
+
+/// The vCPU thread as the host scheduler sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostState {
+    Running,
+    /// On a run queue, not running (KVM's `preempted`).
+    Runnable,
+    /// Blocked in HLT (`kvm_vcpu_block`).
+    Blocked,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HaltReason {
+    /// Halted in the PV lock slow path with interrupts enabled (`safe_halt`): a kick or any
+    /// interrupt ends it.
+    LockWait,
+    /// Guest idle until a timer.
+    Idle { wake_at: Time },
+    /// The VM's work is done; it idles for the rest of the run.
+    Finished,
+}
+
+/// How guest time is accounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Useful,
+    Spin,
+}
+
+/// What the guest is doing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Act {
+    /// Busy for `remaining` ns; then the pending response is delivered.
+    Busy { kind: Kind, remaining: u64 },
+    /// In a PAUSE loop on `word`; `stale` once the word was written while the vCPU could not
+    /// observe it (it re-reads when it runs again).
+    Spin { word: SimWord, pauses_left: u64, stale: bool },
+    Halted(HaltReason),
+    /// The response to the last request is ready: poll the guest.
+    Ready,
+}
+
+/// What the host does once its work for the vCPU is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum After {
+    Nothing,
+    PleDone { yielded: bool },
+    HaltBlock,
+    Yield,
+}
+
+/// Host work on the vCPU's behalf (exit handling, VM entry, context switch) that runs before the
+/// guest resumes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostWork {
+    pub remaining: u64,
+    pub after: After,
+}
+
+pub(crate) struct SchedEntity {
+    pub vruntime: u64,
+    pub exec_start: Time,
+    pub sum_exec: u64,
+    pub prev_sum_exec: u64,
+}
+
+/// Where a vCPU may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Affinity {
+    Pinned(u32),
+    Any,
+}
+
+pub(crate) struct Vcpu {
+    pub vm: u32,
+    pub index: u32,
+    pub affinity: Affinity,
+    pub host: HostState,
+    /// Current pCPU if running or runnable; last pCPU if blocked.
+    pub pcpu: u32,
+    pub state_since: Time,
+    pub act: Act,
+    pub host_work: Option<HostWork>,
+    /// Whether a timed segment (and its event) is in progress.
+    pub active: bool,
+    pub seg_start: Time,
+    pub gen: u32,
+    pub timer_gen: u32,
+    pub response: (u64, u64),
+    /// The word this vCPU read last and the word's write version then.
+    pub last_read: (SimWord, u64),
+    pub se: SchedEntity,
+    // KVM state
+    pub preempted: bool,
+    pub pv_unhalted: bool,
+    pub kicked: bool,
+    pub woken: bool,
+    pub in_spin_loop: bool,
+    pub dy_eligible: bool,
+    pub ple_window: u64,
+    pub ple_spun_ns: u64,
+    pub pending_ipis: Vec<u32>,
+    pub call_function_word: SimWord,
+    // guest lock state (global lock indices)
+    pub waiting: Option<u32>,
+    pub held: Option<u32>,
+    pub releasing: Option<u32>,
+    // results
+    pub time: TimeBreakdown,
+    pub counters: Counters,
+    pub work_units: u64,
+}

@@ -1,0 +1,113 @@
+//! Guest workloads: a profile of what each guest thread does between and inside critical
+//! sections, with named presets. Parameters and their sources: `docs/calibration.md`.
+//!
+//! Each vCPU runs one guest thread executing this loop (the guest never preempts a thread that
+//! holds a spinlock, so the only preemption a holder suffers comes from the hypervisor):
+//!
+//! ```text
+//! loop {
+//!     compute(think)                          // useful work outside any contended lock
+//!     maybe sleep(block)                      // guest idle: the vCPU halts until its timer
+//!     lock(l)   with l drawn from Zipf(s) over `locks` locks
+//!     compute(cs)                             // critical section
+//!     maybe shootdown(targets)                // synchronous IPI while holding the lock
+//!     unlock(l); one work unit done
+//! }
+//! ```
+use crate::engine::Rng;
+use crate::guest::{Note, SimCpu};
+use crate::locks::GuestLock;
+use crate::scenario::{Preset, WorkloadConfig};
+use std::rc::Rc;
+
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub think_ns: f64,
+    pub cs_ns: f64,
+    pub locks: u32,
+    pub zipf_s: f64,
+    pub block_probability: f64,
+    pub block_ns: f64,
+    pub shootdown_probability: f64,
+    pub shootdown_targets: u32,
+    /// Cumulative lock popularity.
+    cdf: Vec<f64>,
+}
+
+impl Profile {
+    pub fn new(cfg: &WorkloadConfig, vcpus: u32) -> Profile {
+        let mut p = match cfg.preset {
+            Preset::Kernbench => Profile {
+                think_ns: 8_000.0,
+                cs_ns: 400.0,
+                locks: 32,
+                zipf_s: 1.0,
+                block_probability: 0.002,
+                block_ns: 200_000.0,
+                shootdown_probability: 0.001,
+                shootdown_targets: 2,
+                cdf: Vec::new(),
+            },
+            Preset::CpuHog => Profile {
+                think_ns: 1_000_000.0,
+                cs_ns: 0.0,
+                locks: 0,
+                zipf_s: 0.0,
+                block_probability: 0.0,
+                block_ns: 1.0,
+                shootdown_probability: 0.0,
+                shootdown_targets: 0,
+                cdf: Vec::new(),
+            },
+        };
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
+        }
+        take!(think_ns, cs_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets);
+        p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
+        if p.shootdown_targets == 0 {
+            p.shootdown_probability = 0.0;
+        }
+        let weights: Vec<f64> = (1..=p.locks).map(|k| 1.0 / (k as f64).powf(p.zipf_s)).collect();
+        let total: f64 = weights.iter().sum();
+        let mut acc = 0.0;
+        p.cdf = weights.iter().map(|w| {
+            acc += w / total;
+            acc
+        }).collect();
+        p
+    }
+
+    fn pick_lock(&self, rng: &mut Rng) -> usize {
+        let u = rng.uniform();
+        self.cdf.partition_point(|&c| c <= u).min(self.cdf.len() - 1)
+    }
+}
+
+/// The guest thread of one vCPU.
+pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, mut rng: Rng) {
+    use vspin_locks::Platform;
+    let nr = cpu.nr_cpus();
+    loop {
+        cpu.compute(rng.exp_ns(profile.think_ns)).await;
+        if profile.locks == 0 {
+            cpu.note(Note::WorkDone).await;
+            continue;
+        }
+        if profile.block_probability > 0.0 && rng.uniform() < profile.block_probability {
+            cpu.sleep(rng.exp_ns(profile.block_ns)).await;
+        }
+        let l = profile.pick_lock(&mut rng);
+        cpu.note(Note::LockBegin(l as u32)).await;
+        locks[l].lock(&cpu).await;
+        cpu.note(Note::LockAcquired(l as u32)).await;
+        cpu.compute(rng.exp_ns(profile.cs_ns)).await;
+        if profile.shootdown_probability > 0.0 && rng.uniform() < profile.shootdown_probability {
+            let start = rng.below(nr as u64) as u32;
+            cpu.shootdown(start, profile.shootdown_targets).await;
+        }
+        cpu.note(Note::LockRelease(l as u32)).await;
+        locks[l].unlock(&cpu).await;
+        cpu.note(Note::WorkDone).await;
+    }
+}

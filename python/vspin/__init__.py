@@ -1,0 +1,22 @@
+"""vspin: spinlocks under vCPU preemption.
+
+A deterministic simulator of a virtualized host (pCPUs, VMs, vCPUs, a CFS host scheduler,
+Pause-Loop Exiting, halt/kick and directed yield) running real guest spinlock algorithms.
+
+Describe a host in TOML (see ``examples/``) and run it::
+
+    import vspin
+    result = vspin.run("examples/overcommit-2x.toml")
+    print(result.summary())
+    result.vms        # one row per VM: throughput, time breakdown, counters (pandas)
+    result.vcpus      # one row per vCPU
+
+A scenario may also be a TOML string or a dict of the same structure; ``seed=`` and
+``duration_ms=`` override the file's values. The same scenario and seed give the same result,
+bit for bit.
+"""
+
+from vspin.result import Result
+from vspin.scenario import ScenarioError, load_scenario, run, validate
+
+__all__ = ["Result", "ScenarioError", "load_scenario", "run", "validate"]

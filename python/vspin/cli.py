@@ -1,0 +1,86 @@
+"""The `vspin` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vspin.scenario import ScenarioError, run, validate
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    result = run(args.scenario, seed=args.seed, duration_ms=args.duration_ms)
+    text = result.to_json() if args.json else result.summary()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    for path in args.scenarios:
+        validate(path)
+        print(f"{path}: ok")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from vspin.bench import bench
+
+    report = bench(args.scenario, repeat=args.repeat)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(
+            f"{report['scenario']}: {report['simulated_ms']:.0f} ms simulated in "
+            f"{report['wall_seconds_median']:.3f} s (median of {report['repeat']})\n"
+            f"  {report['events_per_second']:,.0f} events/s\n"
+            f"  {report['acquisitions_per_second']:,.0f} lock acquisitions/s\n"
+            f"  {report['simulated_per_wall']:.2f} simulated s per wall s"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vspin", description="Spinlocks under vCPU preemption: simulate a virtualized host."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="simulate a TOML scenario and print a summary")
+    p.add_argument("scenario", help="path to a scenario TOML file")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--duration-ms", type=float, help="override the scenario's duration")
+    p.add_argument("--out", help="write to this file instead of standard output")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("validate", help="check scenario files without running them")
+    p.add_argument("scenarios", nargs="+")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("bench", help="measure simulator speed (events and acquisitions per second)")
+    p.add_argument("--scenario", help="scenario to time (default: 64 vCPUs on 32 pCPUs, PV ticket)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        print(f"error: the simulation broke an invariant: {e}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
