@@ -9,7 +9,7 @@
 //! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
 //!
 //! A lock is used through [`RawSpinLock`]:
-//! ```ignore
+//! ```text
 //! let lock = TicketLock::<MyPlatform>::new(&mut words);
 //! lock.lock(&cpu).await;   // critical section
 //! lock.unlock(&cpu).await;

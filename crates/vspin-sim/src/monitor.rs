@@ -184,3 +184,64 @@ impl Sim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+    use crate::simulation::Sim;
+    use crate::vcpu::{Act, HaltReason, HostState};
+
+    fn sim(lock: &str) -> Sim {
+        let text = format!(
+            "duration_ms = 1\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 3\nlock = \"{lock}\"\nworkload = {{ preset = \"kernbench\" }}\n"
+        );
+        Sim::new(&Scenario::from_toml(&text).unwrap())
+    }
+
+    #[test]
+    fn a_second_holder_is_a_mutual_exclusion_violation() {
+        let mut s = sim("tas");
+        s.lock_begin(0, 0);
+        s.lock_acquired(0, 0);
+        s.lock_begin(1, 0);
+        s.lock_acquired(1, 0);
+        assert!(s.violations.iter().any(|v| v.starts_with("mutual exclusion")), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn overtaking_an_earlier_waiter_breaks_fifo_only_for_fifo_locks() {
+        for (lock, fifo) in [("ticket", true), ("tas", false)] {
+            let mut s = sim(lock);
+            s.lock_begin(0, 0);
+            s.lock_begin(1, 0);
+            s.lock_acquired(1, 0);
+            assert_eq!(s.violations.iter().any(|v| v.starts_with("FIFO")), fifo, "{lock}: {:?}", s.violations);
+        }
+    }
+
+    #[test]
+    fn waiters_all_halted_on_a_free_lock_at_two_audits_is_a_lost_wakeup() {
+        let mut s = sim("pv-ticket");
+        for v in [1, 2] {
+            s.lock_begin(v, 0);
+            s.vcpus[v as usize].host = HostState::Blocked;
+            s.vcpus[v as usize].act = Act::Halted(HaltReason::LockWait);
+        }
+        s.audit();
+        assert!(s.violations.is_empty(), "one audit may catch a wake-up in flight");
+        s.audit();
+        assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up")), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn preempting_the_next_waiter_of_a_free_fifo_lock_is_an_lwp_event() {
+        let mut s = sim("ticket");
+        s.lock_begin(0, 0);
+        s.lock_acquired(0, 0);
+        s.lock_begin(1, 0);
+        s.vcpus[1].host = HostState::Runnable;
+        s.lock_release(0, 0);
+        assert_eq!(s.vcpus[1].counters.lwp_events, 1);
+        assert!(s.violations.is_empty());
+    }
+}

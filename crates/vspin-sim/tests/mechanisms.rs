@@ -1,0 +1,87 @@
+//! The classic effects of spinlocks under vCPU preemption must emerge from the modelled
+//! mechanisms (foundation issue, "mechanism sanity"). Scales are those of `examples/`: one run
+//! simulates 200–300 ms in about 0.1 s.
+mod common;
+use common::*;
+
+#[test]
+fn undercommitted_pinned_locks_perform_within_ten_percent() {
+    let t: Vec<f64> = ["tas", "ticket", "pv-ticket"]
+        .iter()
+        .map(|l| throughput_over_seeds(3, |s| host(8, 1, 8, l, "kvm", s, 200)))
+        .collect();
+    let (lo, hi) = (t.iter().cloned().fold(f64::MAX, f64::min), t.iter().cloned().fold(0.0, f64::max));
+    assert!(hi / lo < 1.10, "tas, ticket, pv-ticket: {t:?}");
+}
+
+#[test]
+fn overcommitted_ticket_lock_collapses_from_lock_waiter_preemption() {
+    let tas = throughput_over_seeds(6, |s| host(8, 2, 8, "tas", "off", s, 300));
+    let ticket = throughput_over_seeds(6, |s| host(8, 2, 8, "ticket", "off", s, 300));
+    assert!(tas >= 5.0 * ticket, "tas {tas:.0} vs ticket {ticket:.0}: ratio {:.2}", tas / ticket);
+    let r = run(&host(8, 2, 8, "ticket", "off", 1, 300));
+    assert!(r.totals.lwp_events > r.totals.lhp_events, "LWP {} vs LHP {}", r.totals.lwp_events, r.totals.lhp_events);
+}
+
+#[test]
+fn tas_never_suffers_lock_waiter_preemption() {
+    let r = run(&host(8, 2, 8, "tas", "off", 1, 300));
+    assert_eq!(r.totals.lwp_events, 0);
+    assert!(r.totals.lhp_events > 0, "an unfair lock still suffers holder preemption");
+}
+
+#[test]
+fn pv_ticket_recovers_at_least_threefold_over_plain_ticket_when_overcommitted() {
+    let ticket = throughput_over_seeds(3, |s| host(8, 2, 8, "ticket", "off", s, 300));
+    let pv = throughput_over_seeds(3, |s| host(8, 2, 8, "pv-ticket", "off", s, 300));
+    assert!(pv >= 3.0 * ticket, "pv-ticket {pv:.0} vs ticket {ticket:.0}");
+    let r = run(&host(8, 2, 8, "pv-ticket", "off", 1, 300));
+    assert!(r.totals.kicks > 0 && r.totals.halt_exits > 0, "{:?}", r.totals);
+}
+
+#[test]
+fn pv_ticket_never_halts_for_a_lock_without_preemption() {
+    let r = run(&host(8, 1, 8, "pv-ticket", "kvm", 1, 200));
+    assert_eq!(r.totals.kicks, 0, "{:?}", r.totals);
+}
+
+#[test]
+fn ple_with_directed_yield_improves_the_ticket_lock() {
+    let off = throughput_over_seeds(3, |s| host(8, 2, 8, "ticket", "off", s, 300));
+    let kvm = throughput_over_seeds(3, |s| host(8, 2, 8, "ticket", "kvm", s, 300));
+    assert!(kvm > 2.0 * off, "PLE kvm {kvm:.0} vs off {off:.0}");
+    let r = run(&host(8, 2, 8, "ticket", "kvm", 1, 300));
+    assert!(r.totals.ple_exits > 0 && r.totals.directed_yields > 0, "{:?}", r.totals);
+    assert!(r.vcpus.iter().all(|v| v.ple_window_cycles >= 4096));
+}
+
+#[test]
+fn directed_yield_off_never_yields() {
+    let mut sc = host(8, 2, 8, "ticket", "kvm", 1, 100);
+    sc.hypervisor.directed_yield = vspin_sim::scenario::DirectedYieldKind::Off;
+    let r = run(&sc);
+    assert!(r.totals.ple_exits > 0);
+    assert_eq!(r.totals.directed_yields, 0);
+}
+
+#[test]
+fn a_vm_with_a_work_target_reports_its_completion_time() {
+    let mut sc = host(4, 1, 4, "ticket", "kvm", 1, 1000);
+    sc.vms[0].work_units = Some(10_000);
+    let r = run(&sc);
+    let vm = &r.vms[0];
+    let done = vm.completion_ms.expect("completed");
+    assert!(vm.work_units >= 10_000 && done < 1000.0 && r.simulated_ms <= done + 1e-9, "{vm:?}");
+}
+
+#[test]
+fn tickets_wrap_around_without_breaking_fifo() {
+    for lock in ["ticket", "pv-ticket"] {
+        let text = format!(
+            "duration_ms = 60\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"{lock}\"\n\
+             workload = {{ preset = \"kernbench\", locks = 1, think_ns = 100, cs_ns = 50, block_probability = 0.0, shootdown_probability = 0.0 }}\n"
+        );
+        let r = run(&vspin_sim::Scenario::from_toml(&text).unwrap());
+        assert!(r.totals.acquisitions > 70_000, "{lock}: only {} acquisitions, tickets did not wrap", r.totals.acquisitions);
+    }
+}

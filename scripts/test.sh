@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust (unit, property, integration, doc tests), then Python (API, CLI).
+# Installs what it needs into .venv; needs python3 >= 3.11 and cargo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== Rust tests"
+cargo test --workspace --locked
+
+echo "== Python package (build + install into .venv)"
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip==24.3.1
+.venv/bin/python -m pip install --quiet '.[test]'
+
+echo "== Python tests"
+.venv/bin/python -m pytest -q

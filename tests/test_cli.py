@@ -1,0 +1,53 @@
+import json
+import subprocess
+import sys
+
+from vspin.cli import main
+
+
+def test_run_prints_a_summary(examples, capsys):
+    assert main(["run", str(examples / "overcommit-2x.toml"), "--duration-ms", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "overcommit-2x" in out and "lwp events" in out
+
+
+def test_run_json_is_complete_and_deterministic(examples, capsys):
+    args = ["run", str(examples / "ple-on-vs-off.toml"), "--duration-ms", "20", "--json"]
+    main(args)
+    first = capsys.readouterr().out
+    main(args)
+    assert capsys.readouterr().out == first
+    doc = json.loads(first)
+    assert {"scenario", "seed", "simulated_ms", "events", "totals", "vms", "vcpus"} <= doc.keys()
+    assert doc["totals"]["ple_exits"] > 0
+
+
+def test_bad_scenario_exits_2_naming_the_field(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('duration_ms = 5\n[host]\ncores_per_socket = 0\n[[vm]]\nname = "g"\nvcpus = 1\n'
+                   'lock = "tas"\nworkload = { preset = "kernbench" }\n')
+    assert main(["validate", str(bad)]) == 2
+    assert "host.cores_per_socket" in capsys.readouterr().err
+
+
+def test_validate_accepts_every_example(examples, capsys):
+    files = sorted(str(p) for p in examples.glob("*.toml"))
+    assert main(["validate", *files]) == 0
+    assert capsys.readouterr().out.count(": ok") == len(files)
+
+
+def test_bench_reports_rates(tmp_path, small, capsys):
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(small)
+    assert main(["bench", "--scenario", str(scenario), "--repeat", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["events_per_second"] > 0 and report["acquisitions_per_second"] > 0
+
+
+def test_console_script_is_installed(examples):
+    done = subprocess.run(
+        [sys.executable, "-m", "vspin.cli", "run", str(examples / "undercommitted.toml"), "--duration-ms", "5"],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "undercommitted" in done.stdout
