@@ -11,7 +11,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{DirectedYieldKind, PleConfig, PlePolicy, Pinning, Scenario};
-use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, Kind, SchedEntity, Vcpu};
+use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
 use crate::workload::{guest_thread, Profile};
 use std::future::Future;
 use std::pin::Pin;
@@ -196,9 +196,12 @@ impl Sim {
                     host_work: None,
                     active: false,
                     seg_start: 0,
+                    spin_check_at: 0,
+                    pause_carry_ps: 0,
                     gen: 0,
                     timer_gen: 0,
                     response: (0, 0),
+                    access_latency: 0,
                     last_read: (SimWord(u32::MAX), 0),
                     se: SchedEntity { vruntime: start_vruntime, exec_start: 0, sum_exec: 0, prev_sum_exec: 0 },
                     preempted: false,
@@ -290,29 +293,16 @@ impl Sim {
             return;
         }
         match vc.act {
-            Act::Busy { remaining, .. } => {
+            Act::Compute { remaining } | Act::Delayed { remaining, .. } => {
                 vc.active = true;
                 self.q.push(now + remaining, Event::SegmentEnd { vcpu: v, gen: vc.gen });
             }
-            Act::Spin { word, pauses_left, stale: true } => {
-                let pcpu = vc.pcpu;
-                let done = self.mem.access(word, pcpu, Access::Read, now);
-                let value = self.mem.value(word);
-                let vc = &mut self.vcpus[v as usize];
-                vc.last_read = (word, self.mem.version(word));
-                vc.response = (value, pauses_left);
-                vc.act = Act::Busy { kind: Kind::Spin, remaining: done - now };
-                self.run_vcpu(v);
-            }
-            Act::Spin { pauses_left, .. } => {
+            Act::Spin { word, stale: true, .. } => self.reread(v, word),
+            Act::Spin { .. } => {
                 vc.active = true;
-                let budget_end = now + (pauses_left as u128 * self.costs.pause_ps as u128).div_ceil(1000).min(u64::MAX as u128 / 2) as u64;
-                let at = if self.ple.policy == PlePolicy::Off {
-                    budget_end
-                } else {
-                    let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
-                    budget_end.min(now + window_ns.saturating_sub(vc.ple_spun_ns))
-                };
+                let at = self.spin_deadline(v);
+                let vc = &mut self.vcpus[v as usize];
+                vc.spin_check_at = at;
                 self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
             }
             Act::Ready => self.poll_guest(v),
@@ -320,16 +310,37 @@ impl Sim {
         }
     }
 
+    /// When a spinning vCPU exhausts its PAUSE budget or reaches its PLE window, whichever is
+    /// first, if nothing writes its word before.
+    fn spin_deadline(&self, v: u32) -> Time {
+        let vc = &self.vcpus[v as usize];
+        let Act::Spin { pauses_left, .. } = vc.act else { unreachable!("only spinners have a spin deadline") };
+        let start = self.now + vc.access_latency;
+        let budget = (pauses_left as u128 * self.costs.pause_ps as u128).saturating_sub(vc.pause_carry_ps as u128).div_ceil(1000);
+        let budget_end = start.saturating_add(budget.min(u64::MAX as u128) as u64);
+        if self.ple.policy == PlePolicy::Off {
+            return budget_end;
+        }
+        let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
+        budget_end.min(start + window_ns.saturating_sub(vc.ple_spun_ns))
+    }
+
     /// Account the time of the segment in progress and cancel its event.
     pub(crate) fn interrupt(&mut self, v: u32) {
+        if !self.vcpus[v as usize].active {
+            return;
+        }
+        self.account(v);
+        let vc = &mut self.vcpus[v as usize];
+        vc.active = false;
+        vc.gen = vc.gen.wrapping_add(1);
+    }
+
+    /// Account the time of the segment in progress up to now (its event stays pending).
+    fn account(&mut self, v: u32) {
         let now = self.now;
         let pause_ps = self.costs.pause_ps;
         let vc = &mut self.vcpus[v as usize];
-        if !vc.active {
-            return;
-        }
-        vc.active = false;
-        vc.gen = vc.gen.wrapping_add(1);
         let el = now - vc.seg_start;
         vc.seg_start = now;
         if let Some(hw) = vc.host_work.as_mut() {
@@ -338,16 +349,23 @@ impl Sim {
             return;
         }
         match &mut vc.act {
-            Act::Busy { kind, remaining } => {
+            Act::Compute { remaining } => {
                 *remaining -= el;
-                match kind {
-                    Kind::Useful => vc.time.useful_ns += el,
-                    Kind::Spin => vc.time.spin_ns += el,
-                }
+                vc.time.useful_ns += el;
+            }
+            Act::Delayed { remaining, .. } => {
+                *remaining -= el;
+                vc.time.spin_ns += el;
             }
             Act::Spin { pauses_left, .. } => {
-                *pauses_left -= (*pauses_left).min(((el as u128 * 1000) / pause_ps as u128) as u64);
-                vc.ple_spun_ns += el;
+                let waited = el.min(vc.access_latency);
+                vc.access_latency -= waited;
+                let spun = el - waited;
+                // Exact PAUSE counting: carry the part of an iteration not yet complete.
+                let progress = spun * 1000 + vc.pause_carry_ps;
+                *pauses_left -= (*pauses_left).min(progress / pause_ps);
+                vc.pause_carry_ps = progress % pause_ps;
+                vc.ple_spun_ns += spun;
                 vc.time.spin_ns += el;
             }
             Act::Ready | Act::Halted(_) => {}
@@ -359,6 +377,12 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         if let Some(hw) = vc.host_work.take() {
             self.after_host_work(v, hw.after);
+        } else if let Act::Delayed { req, .. } = vc.act {
+            vc.act = Act::Ready;
+            if self.handle(v, req) {
+                self.poll_guest(v);
+                return;
+            }
         } else {
             vc.act = Act::Ready;
         }
@@ -402,6 +426,11 @@ impl Sim {
                 unreachable!("guest threads loop forever");
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
+            let vc = &mut self.vcpus[v as usize];
+            if vc.access_latency > 0 && !matches!(req, Req::SpinWait(..) | Req::Note(_)) {
+                vc.act = Act::Delayed { req, remaining: std::mem::take(&mut vc.access_latency) };
+                break;
+            }
             if !self.handle(v, req) {
                 break;
             }
@@ -433,16 +462,9 @@ impl Sim {
                     self.mem.set(w, x);
                     self.notify_watchers(w);
                 }
-                let latency = done - now;
-                let vc = &mut self.vcpus[v as usize];
-                vc.last_read = (w, self.mem.version(w));
-                if latency as f64 * self.costs.clock_ghz > self.ple.gap_cycles as f64 {
-                    // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
-                    vc.ple_spun_ns = 0;
-                }
-                vc.response = response;
-                vc.act = Act::Busy { kind: Kind::Spin, remaining: latency };
-                false
+                self.vcpus[v as usize].response = response;
+                self.access_done(v, w, done - now);
+                true
             }
             Req::SpinWait(w, pauses) => {
                 // A write that landed while the last read was in flight must not be missed.
@@ -455,8 +477,9 @@ impl Sim {
             }
             Req::Compute(t) => {
                 let vc = &mut self.vcpus[v as usize];
+                debug_assert_eq!(vc.access_latency, 0);
                 vc.ple_spun_ns = 0;
-                vc.act = Act::Busy { kind: Kind::Useful, remaining: t };
+                vc.act = Act::Compute { remaining: t };
                 false
             }
             Req::Halt => {
@@ -488,30 +511,68 @@ impl Sim {
         }
     }
 
-    /// Wake every vCPU spinning on `w`: running spinners re-read it (their transfers serialize
-    /// on the line); the others re-read when they run again.
+    /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers
+    /// serialize on the line); the others re-read when they run again.
     fn notify_watchers(&mut self, w: SimWord) {
         if self.watchers[w.0 as usize].is_empty() {
             return;
         }
-        let list = std::mem::take(&mut self.watchers[w.0 as usize]);
+        let mut list = std::mem::take(&mut self.watchers[w.0 as usize]);
         for &x in &list {
-            let running = {
-                let vc = &self.vcpus[x as usize];
-                vc.host == HostState::Running && vc.host_work.is_none() && vc.active
-            };
-            if running {
-                self.interrupt(x);
-            }
-            if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
+            let vc = &self.vcpus[x as usize];
+            if vc.host == HostState::Running && vc.host_work.is_none() && vc.active {
+                self.account(x);
+                self.reread(x, w);
+            } else if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
                 *stale = true;
             }
-            self.continue_if_running(x);
         }
-        let mut list = list;
         list.clear();
         if self.watchers[w.0 as usize].is_empty() {
             self.watchers[w.0 as usize] = list;
+        }
+    }
+
+    /// A spinner re-reads its word and its guest code decides at once whether to go on spinning
+    /// (the read's latency delays whatever it does next).
+    fn reread(&mut self, v: u32, w: SimWord) {
+        let Act::Spin { pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
+        let now = self.now;
+        let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
+        let vc = &mut self.vcpus[v as usize];
+        vc.response = (self.mem.value(w), pauses_left);
+        vc.act = Act::Ready;
+        let gen = vc.gen;
+        self.access_done(v, w, done - now);
+        self.poll_guest(v);
+        // A spinner interrupted only to re-read keeps its pending spin check if it spins on: its
+        // deadline only moved later, and the check re-arms when it fires early.
+        let vc = &mut self.vcpus[v as usize];
+        if vc.active && vc.gen == gen {
+            if matches!(vc.act, Act::Spin { .. }) {
+                let at = self.spin_deadline(v);
+                let vc = &mut self.vcpus[v as usize];
+                if at < vc.spin_check_at {
+                    vc.gen = vc.gen.wrapping_add(1);
+                    vc.spin_check_at = at;
+                    self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
+                }
+            } else {
+                vc.active = false;
+                vc.gen = vc.gen.wrapping_add(1);
+                self.continue_if_running(v);
+            }
+        }
+    }
+
+    /// Bookkeeping after a memory access of `latency` ns on `w` that the vCPU issued.
+    fn access_done(&mut self, v: u32, w: SimWord, latency: u64) {
+        let vc = &mut self.vcpus[v as usize];
+        vc.last_read = (w, self.mem.version(w));
+        vc.access_latency += latency;
+        if latency as f64 * self.costs.clock_ghz > self.ple.gap_cycles as f64 {
+            // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
+            vc.ple_spun_ns = 0;
         }
     }
 

@@ -1,5 +1,6 @@
 //! A vCPU: its host-side state (scheduling, KVM flags, PLE window) and what its guest is doing.
 use crate::engine::Time;
+use crate::guest::Req;
 use crate::memory::SimWord;
 use crate::metrics::{Counters, TimeBreakdown};
 
@@ -24,18 +25,13 @@ pub(crate) enum HaltReason {
     Finished,
 }
 
-/// How guest time is accounted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Useful,
-    Spin,
-}
-
 /// What the guest is doing.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Act {
-    /// Busy for `remaining` ns; then the pending response is delivered.
-    Busy { kind: Kind, remaining: u64 },
+    /// Workload computation for `remaining` ns.
+    Compute { remaining: u64 },
+    /// The guest's next request, waiting for its previous memory access to complete.
+    Delayed { req: Req, remaining: u64 },
     /// In a PAUSE loop on `word`; `stale` once the word was written while the vCPU could not
     /// observe it (it re-reads when it runs again).
     Spin { word: SimWord, pauses_left: u64, stale: bool },
@@ -88,9 +84,16 @@ pub(crate) struct Vcpu {
     /// Whether a timed segment (and its event) is in progress.
     pub active: bool,
     pub seg_start: Time,
+    /// When the pending spin check fires (valid while spinning).
+    pub spin_check_at: Time,
+    /// Picoseconds into the current PAUSE iteration.
+    pub pause_carry_ps: u64,
     pub gen: u32,
     pub timer_gen: u32,
     pub response: (u64, u64),
+    /// Latency of the last memory access still to elapse before the guest's next action (the
+    /// access itself took effect when issued; a spin that follows simply starts later).
+    pub access_latency: u64,
     /// The word this vCPU read last and the word's write version then.
     pub last_read: (SimWord, u64),
     pub se: SchedEntity,
