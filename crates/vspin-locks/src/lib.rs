@@ -19,7 +19,7 @@ pub mod pv_ticket;
 pub mod tas;
 pub mod ticket;
 
-pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, WordAlloc};
+pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 pub use pv_ticket::PvTicketLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;

@@ -35,7 +35,8 @@ impl Field {
         Field { shift, bits }
     }
 
-    const fn mask(self) -> u64 {
+    /// The field's bits, unshifted.
+    pub const fn mask(self) -> u64 {
         if self.bits >= 64 {
             u64::MAX
         } else {
@@ -59,6 +60,44 @@ impl Field {
     pub const fn with(self, word: u64, value: u64) -> u64 {
         let m = self.mask();
         (word & !(m << self.shift)) | ((value & m) << self.shift)
+    }
+}
+
+/// The condition a spin loop waits for: `(word & mask) == value`, or `!=` when negated.
+///
+/// Every kernel spin loop modelled here compares a masked word, so a condition is data rather
+/// than a closure: the simulator evaluates it on each write to the word without resuming the lock
+/// code, and a trace can show what a vCPU waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Until {
+    mask: u64,
+    value: u64,
+    negate: bool,
+}
+
+impl Until {
+    /// The whole word equals `value`.
+    pub const fn eq(value: u64) -> Self {
+        Until { mask: u64::MAX, value, negate: false }
+    }
+
+    /// The bits in `mask` equal those of `value`.
+    pub const fn masked_eq(mask: u64, value: u64) -> Self {
+        Until { mask, value: value & mask, negate: false }
+    }
+
+    /// A field equals `value`.
+    pub const fn field_eq(field: Field, value: u64) -> Self {
+        Until::masked_eq(field.mask() << field.shift, (value & field.mask()) << field.shift)
+    }
+
+    /// The opposite condition.
+    pub const fn not(self) -> Self {
+        Until { negate: !self.negate, ..self }
+    }
+
+    pub const fn holds(self, word: u64) -> bool {
+        ((word & self.mask) == self.value) != self.negate
     }
 }
 
@@ -127,10 +166,9 @@ pub trait Platform {
     async fn swap(&self, w: &Self::Word, v: u64) -> u64;
     async fn compare_exchange(&self, w: &Self::Word, old: u64, new: u64) -> Result<u64, u64>;
 
-    /// A `cpu_relax()` loop: read `w`, and while `pred` fails, PAUSE and read again, at most
-    /// `max_pauses` times. `u64::MAX` means spin until the predicate holds.
-    async fn spin_until(&self, w: &Self::Word, pred: impl Fn(u64) -> bool, max_pauses: u64)
-        -> SpinOutcome;
+    /// A `cpu_relax()` loop: read `w`, and while `until` does not hold, PAUSE and read again, at
+    /// most `max_pauses` times. `u64::MAX` means spin until it holds.
+    async fn spin_until(&self, w: &Self::Word, until: Until, max_pauses: u64) -> SpinOutcome;
 
     /// Paravirtual wait (`halt()` / `futex_wait`): block until kicked. May return spuriously.
     async fn halt(&self);
@@ -160,6 +198,15 @@ pub trait RawSpinLock<P: Platform>: Sized {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conditions_compare_masked_words() {
+        let head = Field::new(0, 16);
+        assert!(Until::field_eq(head, 7).holds(0x0009_0007));
+        assert!(!Until::field_eq(head, 7).holds(0x0007_0009));
+        assert!(Until::masked_eq(0xfffe, 6).holds(7), "flag bit ignored");
+        assert!(Until::eq(0).not().holds(1) && !Until::eq(0).not().holds(0));
+    }
 
     #[test]
     fn field_add_wraps_inside_the_field_only() {

@@ -27,7 +27,7 @@
 //!
 //!   unlock: old = xadd(head, 2); if old.head & SLOWPATH: kick CPU whose want == old.head+2
 //! ```
-use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, WordAlloc};
+use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::ticket::{HEAD, TAIL};
 
 /// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1).
@@ -40,6 +40,11 @@ pub const TICKET_SLOWPATH_FLAG: u64 = 1;
 /// `__tickets_equal`: equal ignoring the slow-path flag.
 fn tickets_equal(a: u64, b: u64) -> bool {
     (a ^ b) & !TICKET_SLOWPATH_FLAG & 0xffff == 0
+}
+
+/// The spin condition `__tickets_equal(head, want)`.
+fn head_reaches(want: u64) -> Until {
+    Until::masked_eq(HEAD.mask() & !TICKET_SLOWPATH_FLAG, want)
 }
 
 pub struct PvTicketLock<P: Platform> {
@@ -113,9 +118,7 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
             return;
         }
         loop {
-            let seen = p
-                .spin_until(&self.head_tail, |v| tickets_equal(HEAD.get(v), want), SPIN_THRESHOLD)
-                .await;
+            let seen = p.spin_until(&self.head_tail, head_reaches(want), SPIN_THRESHOLD).await;
             if let SpinOutcome::Satisfied(v) = seen {
                 self.check_and_clear_slowpath(p, HEAD.get(v)).await;
                 return;

@@ -22,7 +22,7 @@
 //! | 2 | spin `while word != 0 { PAUSE }` | read-only spinning keeps the line shared |
 //! | 3 | `cmpxchg(word, 0, 1)`, on failure back to 2 | test-and-test-and-set |
 //! | unlock | `store(word, 0)` | release store |
-use crate::platform::{Platform, RawSpinLock, SpinOutcome, WordAlloc};
+use crate::platform::{Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 
 pub struct TasLock<P: Platform> {
     word: P::Word,
@@ -41,7 +41,7 @@ impl<P: Platform> RawSpinLock<P> for TasLock<P> {
             return;
         }
         loop {
-            let seen = p.spin_until(&self.word, |v| v == 0, u64::MAX).await;
+            let seen = p.spin_until(&self.word, Until::eq(0), u64::MAX).await;
             debug_assert!(matches!(seen, SpinOutcome::Satisfied(_)));
             if p.compare_exchange(&self.word, 0, 1).await.is_ok() {
                 return;

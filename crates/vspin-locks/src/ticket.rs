@@ -19,7 +19,7 @@
 //!
 //! Without `CONFIG_PARAVIRT_SPINLOCKS` the `SPIN_THRESHOLD` loop of `arch_spin_lock` calls a no-op
 //! `__ticket_lock_spinning`, so it is an unbounded spin; it is written here as one.
-use crate::platform::{Field, Platform, RawSpinLock, WordAlloc};
+use crate::platform::{Field, Platform, RawSpinLock, Until, WordAlloc};
 
 /// `head`: the ticket now served (low half of `head_tail`).
 pub(crate) const HEAD: Field = Field::new(0, 16);
@@ -44,7 +44,7 @@ impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
         if HEAD.get(old) == my {
             return;
         }
-        p.spin_until(&self.head_tail, |v| HEAD.get(v) == my, u64::MAX).await;
+        p.spin_until(&self.head_tail, Until::field_eq(HEAD, my), u64::MAX).await;
     }
 
     async fn unlock(&self, p: &P) {

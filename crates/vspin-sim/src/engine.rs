@@ -120,6 +120,21 @@ mod tests {
         assert_eq!(q.pop(), Some((1, Event::Tick { pcpu: 0 })));
         assert_eq!(q.pop(), Some((5, Event::Audit)));
         assert_eq!(q.pop(), Some((5, Event::End)));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn pops_in_time_order() {
+        let mut q = EventQueue::new();
+        let mut r = Rng::stream(3, 3);
+        let times: Vec<u64> = (0..1000).map(|_| r.below(500)).collect();
+        for &t in &times {
+            q.push(t, Event::Audit);
+        }
+        let mut sorted = times.clone();
+        sorted.sort();
+        let popped: Vec<u64> = std::iter::from_fn(|| q.pop().map(|(t, _)| t)).collect();
+        assert_eq!(popped, sorted);
     }
 
     #[test]

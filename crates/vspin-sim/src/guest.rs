@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use vspin_locks::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome};
+use vspin_locks::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum MemOp {
@@ -37,8 +37,9 @@ pub(crate) enum Note {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Req {
     Mem(SimWord, MemOp),
-    /// Keep spinning on a word for at most `pauses` PAUSEs or until it is written.
-    SpinWait(SimWord, u64),
+    /// A PAUSE loop on a word until the condition holds or the PAUSE budget runs out; answered
+    /// with (last value, 1 if the condition held).
+    Spin(SimWord, Until, u64),
     Halt,
     Kick(CpuId),
     Yield,
@@ -128,7 +129,7 @@ impl SimCpu {
     /// handler.
     pub(crate) async fn shootdown(&self, start: u32, count: u32) {
         call(Req::Shootdown { start, count }).await;
-        self.spin_until(self.call_function_word(), |v| v == 0, u64::MAX).await;
+        self.spin_until(self.call_function_word(), Until::eq(0), u64::MAX).await;
     }
 }
 
@@ -180,17 +181,10 @@ impl Platform for SimCpu {
         }
     }
 
-    async fn spin_until(&self, w: &SimWord, pred: impl Fn(u64) -> bool, max_pauses: u64) -> SpinOutcome {
-        let mut value = self.load(w).await;
-        let mut left = max_pauses;
-        loop {
-            if pred(value) {
-                return SpinOutcome::Satisfied(value);
-            }
-            if left == 0 {
-                return SpinOutcome::Exhausted(value);
-            }
-            (value, left) = call(Req::SpinWait(*w, left)).await;
+    async fn spin_until(&self, w: &SimWord, until: Until, max_pauses: u64) -> SpinOutcome {
+        match call(Req::Spin(*w, until, max_pauses)).await {
+            (value, 1) => SpinOutcome::Satisfied(value),
+            (value, _) => SpinOutcome::Exhausted(value),
         }
     }
 

@@ -316,13 +316,19 @@ impl Sim {
         let vc = &self.vcpus[v as usize];
         let Act::Spin { pauses_left, .. } = vc.act else { unreachable!("only spinners have a spin deadline") };
         let start = self.now + vc.access_latency;
-        let budget = (pauses_left as u128 * self.costs.pause_ps as u128).saturating_sub(vc.pause_carry_ps as u128).div_ceil(1000);
-        let budget_end = start.saturating_add(budget.min(u64::MAX as u128) as u64);
+        let budget_end = match pauses_left.checked_mul(self.costs.pause_ps) {
+            Some(ps) => start + ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000),
+            None => Time::MAX,
+        };
         if self.ple.policy == PlePolicy::Off {
             return budget_end;
         }
-        let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
-        budget_end.min(start + window_ns.saturating_sub(vc.ple_spun_ns))
+        budget_end.min(start + self.ple_window_ns(vc.ple_window).saturating_sub(vc.ple_spun_ns))
+    }
+
+    /// A PLE window in TSC cycles as nanoseconds of spinning.
+    fn ple_window_ns(&self, cycles: u64) -> u64 {
+        (cycles as f64 / self.costs.clock_ghz).ceil() as u64
     }
 
     /// Account the time of the segment in progress and cancel its event.
@@ -351,7 +357,10 @@ impl Sim {
         match &mut vc.act {
             Act::Compute { remaining } => {
                 *remaining -= el;
-                vc.time.useful_ns += el;
+                let waited = el.min(vc.access_latency);
+                vc.access_latency -= waited;
+                vc.time.spin_ns += waited;
+                vc.time.useful_ns += el - waited;
             }
             Act::Delayed { remaining, .. } => {
                 *remaining -= el;
@@ -427,7 +436,7 @@ impl Sim {
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
             let vc = &mut self.vcpus[v as usize];
-            if vc.access_latency > 0 && !matches!(req, Req::SpinWait(..) | Req::Note(_)) {
+            if vc.access_latency > 0 && !matches!(req, Req::Compute(_) | Req::Note(_)) {
                 vc.act = Act::Delayed { req, remaining: std::mem::take(&mut vc.access_latency) };
                 break;
             }
@@ -466,20 +475,22 @@ impl Sim {
                 self.access_done(v, w, done - now);
                 true
             }
-            Req::SpinWait(w, pauses) => {
-                // A write that landed while the last read was in flight must not be missed.
-                let stale = self.vcpus[v as usize].last_read != (w, self.mem.version(w));
-                self.vcpus[v as usize].act = Act::Spin { word: w, pauses_left: pauses, stale };
-                if !stale {
-                    self.watchers[w.0 as usize].push(v);
+            Req::Spin(w, until, max_pauses) => {
+                let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
+                let value = self.mem.value(w);
+                self.access_done(v, w, done - now);
+                if until.holds(value) || max_pauses == 0 {
+                    self.vcpus[v as usize].response = (value, until.holds(value) as u64);
+                    return true;
                 }
+                self.vcpus[v as usize].act = Act::Spin { word: w, until, pauses_left: max_pauses, stale: false };
+                self.watchers[w.0 as usize].push(v);
                 false
             }
             Req::Compute(t) => {
                 let vc = &mut self.vcpus[v as usize];
-                debug_assert_eq!(vc.access_latency, 0);
                 vc.ple_spun_ns = 0;
-                vc.act = Act::Compute { remaining: t };
+                vc.act = Act::Compute { remaining: t + vc.access_latency };
                 false
             }
             Req::Halt => {
@@ -533,35 +544,38 @@ impl Sim {
         }
     }
 
-    /// A spinner re-reads its word and its guest code decides at once whether to go on spinning
-    /// (the read's latency delays whatever it does next).
+    /// A spinner re-reads its word. If its condition now holds, the guest resumes (after the
+    /// read's latency); otherwise it spins on, and its pending spin check stays unless the
+    /// deadline moved earlier (a check that fires early re-arms).
     fn reread(&mut self, v: u32, w: SimWord) {
-        let Act::Spin { pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
+        let Act::Spin { until, pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
         let now = self.now;
         let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
-        let vc = &mut self.vcpus[v as usize];
-        vc.response = (self.mem.value(w), pauses_left);
-        vc.act = Act::Ready;
-        let gen = vc.gen;
+        let value = self.mem.value(w);
         self.access_done(v, w, done - now);
-        self.poll_guest(v);
-        // A spinner interrupted only to re-read keeps its pending spin check if it spins on: its
-        // deadline only moved later, and the check re-arms when it fires early.
         let vc = &mut self.vcpus[v as usize];
-        if vc.active && vc.gen == gen {
-            if matches!(vc.act, Act::Spin { .. }) {
-                let at = self.spin_deadline(v);
-                let vc = &mut self.vcpus[v as usize];
-                if at < vc.spin_check_at {
-                    vc.gen = vc.gen.wrapping_add(1);
-                    vc.spin_check_at = at;
-                    self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
-                }
-            } else {
+        if until.holds(value) {
+            vc.response = (value, 1);
+            vc.act = Act::Ready;
+            if vc.active {
                 vc.active = false;
                 vc.gen = vc.gen.wrapping_add(1);
-                self.continue_if_running(v);
             }
+            self.poll_guest(v);
+            return;
+        }
+        vc.act = Act::Spin { word: w, until, pauses_left, stale: false };
+        self.watchers[w.0 as usize].push(v);
+        if !vc.active {
+            self.continue_if_running(v);
+            return;
+        }
+        let at = self.spin_deadline(v);
+        let vc = &mut self.vcpus[v as usize];
+        if at < vc.spin_check_at {
+            vc.gen = vc.gen.wrapping_add(1);
+            vc.spin_check_at = at;
+            self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
         }
     }
 
@@ -578,9 +592,9 @@ impl Sim {
 
     fn spin_check(&mut self, v: u32) {
         self.interrupt(v);
+        let window_ns = self.ple_window_ns(self.vcpus[v as usize].ple_window);
         let vc = &mut self.vcpus[v as usize];
         let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
-        let window_ns = (vc.ple_window as f64 / self.costs.clock_ghz).ceil() as u64;
         if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
             self.ple_exit(v);
         } else if pauses_left == 0 {

@@ -1,6 +1,7 @@
 //! A vCPU: its host-side state (scheduling, KVM flags, PLE window) and what its guest is doing.
 use crate::engine::Time;
 use crate::guest::Req;
+use vspin_locks::Until;
 use crate::memory::SimWord;
 use crate::metrics::{Counters, TimeBreakdown};
 
@@ -28,13 +29,13 @@ pub(crate) enum HaltReason {
 /// What the guest is doing.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Act {
-    /// Workload computation for `remaining` ns.
+    /// Workload computation; `remaining` includes any pending memory latency, which runs first.
     Compute { remaining: u64 },
     /// The guest's next request, waiting for its previous memory access to complete.
     Delayed { req: Req, remaining: u64 },
-    /// In a PAUSE loop on `word`; `stale` once the word was written while the vCPU could not
-    /// observe it (it re-reads when it runs again).
-    Spin { word: SimWord, pauses_left: u64, stale: bool },
+    /// In a PAUSE loop on `word` until `until` holds; `stale` once the word was written while
+    /// the vCPU could not observe it (it re-reads when it runs again).
+    Spin { word: SimWord, until: Until, pauses_left: u64, stale: bool },
     Halted(HaltReason),
     /// The response to the last request is ready: poll the guest.
     Ready,
