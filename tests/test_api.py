@@ -57,3 +57,16 @@ def test_toml_syntax_error_is_a_scenario_error():
 def test_summary_names_every_vm(small):
     text = vspin.run(small).summary()
     assert "pv-ticket" in text and "\na " in text and "\nb " in text
+
+
+def test_settings_override_nested_keys_and_every_vm(small):
+    data = vspin.load_scenario(small, {"vm.*.lock": "tas", "hypervisor.ple.policy": "off", "vm.1.vcpus": 1})
+    assert [vm["lock"] for vm in data["vm"]] == ["tas", "tas"]
+    assert data["hypervisor"] == {"ple": {"policy": "off"}}
+    assert data["vm"][1]["vcpus"] == 1
+    assert vspin.run(data).vms["lock"].tolist() == ["tas", "tas"]
+
+
+def test_setting_a_missing_list_entry_is_a_clear_error(small):
+    with pytest.raises(vspin.ScenarioError, match=r"vm\.5 does not exist; the list has 2 entries"):
+        vspin.load_scenario(small, {"vm.5.lock": "tas"})

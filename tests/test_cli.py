@@ -51,3 +51,17 @@ def test_console_script_is_installed(examples):
     )
     assert done.returncode == 0, done.stderr
     assert "undercommitted" in done.stdout
+
+
+def test_set_overrides_from_the_command_line(examples, capsys):
+    args = ["run", str(examples / "overcommit-2x.toml"), "--duration-ms", "20", "--json",
+            "--set", "vm.*.lock=pv-ticket", "--set", "hypervisor.ple.policy=kvm"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {vm["lock"] for vm in doc["vms"]} == {"pv-ticket"}
+    assert doc["totals"]["ple_exits"] > 0
+
+
+def test_set_without_equals_is_rejected(examples, capsys):
+    assert main(["run", str(examples / "undercommitted.toml"), "--set", "vm.*.lock"]) == 2
+    assert "PATH=VALUE" in capsys.readouterr().err

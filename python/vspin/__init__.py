@@ -11,8 +11,9 @@ Describe a host in TOML (see ``examples/``) and run it::
     result.vms        # one row per VM: throughput, time breakdown, counters (pandas)
     result.vcpus      # one row per vCPU
 
-A scenario may also be a TOML string or a dict of the same structure; ``seed=`` and
-``duration_ms=`` override the file's values. The same scenario and seed give the same result,
+A scenario may also be a TOML string or a dict of the same structure. Any key can be
+overridden: ``vspin.run(path, {"vm.*.lock": "tas", "hypervisor.ple.policy": "off"}, seed=3)``
+(the command line's ``--set vm.*.lock=tas``). The same scenario and seed give the same result,
 bit for bit.
 """
 

@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 
-from vspin.scenario import ScenarioError, run, validate
+from vspin.scenario import ScenarioError, parse_setting, run, validate
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    return dict(parse_setting(s) for s in args.set)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    result = run(args.scenario, seed=args.seed, duration_ms=args.duration_ms)
+    result = run(args.scenario, _settings(args), seed=args.seed, duration_ms=args.duration_ms)
     text = result.to_json() if args.json else result.summary()
     if args.out:
         with open(args.out, "w") as f:
@@ -22,7 +26,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     for path in args.scenarios:
-        validate(path)
+        validate(path, _settings(args))
         print(f"{path}: ok")
     return 0
 
@@ -56,10 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="override the scenario's seed")
     p.add_argument("--duration-ms", type=float, help="override the scenario's duration")
     p.add_argument("--out", help="write to this file instead of standard output")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override any key, e.g. --set vm.*.lock=tas --set hypervisor.ple.policy=off")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("scenarios", nargs="+")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("bench", help="measure simulator speed (events and acquisitions per second)")

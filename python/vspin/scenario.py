@@ -18,10 +18,12 @@ class ScenarioError(ValueError):
     """A scenario that cannot be run; the message names the field and the allowed values."""
 
 
-def load_scenario(scenario: Scenario, **overrides: Any) -> dict:
+def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **overrides: Any) -> dict:
     """Return the scenario as a dict: from a path, a TOML string, or a dict (copied).
 
-    Keyword arguments override top-level keys (``seed``, ``duration_ms``, ``name``).
+    ``settings`` maps dotted paths to values (``{"vm.*.lock": "tas", "hypervisor.ple.policy":
+    "off"}``; ``*`` means every element of a list); keyword arguments override top-level keys
+    (``seed``, ``duration_ms``, ``name``).
     """
     if isinstance(scenario, dict):
         data = json.loads(json.dumps(scenario))
@@ -41,19 +43,64 @@ def load_scenario(scenario: Scenario, **overrides: Any) -> dict:
             raise ScenarioError(f"TOML syntax: {e}") from None
         if is_path and "name" not in data:
             data["name"] = Path(scenario).stem
+    for path, value in (settings or {}).items():
+        _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
             data[key] = value
     return data
 
 
+def parse_setting(text: str) -> tuple[str, Any]:
+    """Parse ``path=value`` from the command line; the value is read as TOML (``16``, ``2.5``,
+    ``true``, ``[0, 1]``) or else taken as a plain string (``tas``)."""
+    path, sep, raw = text.partition("=")
+    if not sep or not path.strip():
+        raise ScenarioError(f"--set {text!r}: expected PATH=VALUE, e.g. vm.*.lock=tas")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path.strip(), value
+
+
+def _apply_setting(node: Any, path: str, value: Any) -> None:
+    keys = path.split(".")
+    targets = [node]
+    for depth, key in enumerate(keys):
+        last = depth == len(keys) - 1
+        where = ".".join(keys[: depth + 1])
+        following = []
+        for t in targets:
+            if isinstance(t, list):
+                if key == "*":
+                    items = range(len(t))
+                elif key.isdigit() and int(key) < len(t):
+                    items = [int(key)]
+                else:
+                    raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries (use 0..{len(t) - 1} or *)")
+                for i in items:
+                    if last:
+                        t[i] = value
+                    else:
+                        following.append(t[i])
+            elif isinstance(t, dict):
+                if last:
+                    t[key] = value
+                else:
+                    following.append(t.setdefault(key, {}))
+            else:
+                raise ScenarioError(f"setting {path}: {'.'.join(keys[:depth])} is a value, not a table")
+        targets = following
+
+
 def _to_json(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def validate(scenario: Scenario, **overrides: Any) -> dict:
+def validate(scenario: Scenario, settings: dict[str, Any] | None = None, **overrides: Any) -> dict:
     """Check a scenario without running it; returns it as a dict or raises ScenarioError."""
-    data = load_scenario(scenario, **overrides)
+    data = load_scenario(scenario, settings, **overrides)
     try:
         _core.validate_json(_to_json(data))
     except ValueError as e:
@@ -61,10 +108,10 @@ def validate(scenario: Scenario, **overrides: Any) -> dict:
     return data
 
 
-def run(scenario: Scenario, **overrides: Any) -> Result:
+def run(scenario: Scenario, settings: dict[str, Any] | None = None, **overrides: Any) -> Result:
     """Simulate a scenario. Raises ScenarioError for bad input and RuntimeError if the run
     broke an invariant (mutual exclusion, FIFO hand-off, lost wake-up)."""
-    data = load_scenario(scenario, **overrides)
+    data = load_scenario(scenario, settings, **overrides)
     try:
         raw = _core.run_json(_to_json(data))
     except ValueError as e:

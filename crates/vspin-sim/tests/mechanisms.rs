@@ -85,3 +85,20 @@ fn tickets_wrap_around_without_breaking_fifo() {
         assert!(r.totals.acquisitions > 70_000, "{lock}: only {} acquisitions, tickets did not wrap", r.totals.acquisitions);
     }
 }
+
+/// Boyd-Wickizer et al., OLS 2012: every ticket release invalidates all spinners, whose re-reads
+/// serialize, so a saturated ticket lock hands off more slowly the more vCPUs spin on it.
+#[test]
+fn ticket_handoff_cost_grows_with_the_number_of_spinners() {
+    let handoff_ns = |vcpus: u32| {
+        let text = format!(
+            "duration_ms = 20\n[host]\ncores_per_socket = 16\n[hypervisor]\nple = {{ policy = \"off\" }}\n[[vm]]\nname = \"g\"\n\
+             vcpus = {vcpus}\npin = \"1:1\"\nlock = \"ticket\"\nworkload = {{ preset = \"kernbench\", locks = 1, think_ns = 100, \
+             cs_ns = 100, block_probability = 0.0, shootdown_probability = 0.0 }}\n"
+        );
+        let r = run(&vspin_sim::Scenario::from_toml(&text).unwrap());
+        20e6 / r.totals.acquisitions as f64 - 100.0
+    };
+    let (four, sixteen) = (handoff_ns(4), handoff_ns(16));
+    assert!(sixteen > 3.0 * four, "hand-off with 4 spinners {four:.0} ns, with 16 {sixteen:.0} ns");
+}
