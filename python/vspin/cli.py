@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from vspin.scenario import ScenarioError, parse_setting, run, validate
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         print(f"error: the simulation broke an invariant: {e}", file=sys.stderr)
         return 3
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
