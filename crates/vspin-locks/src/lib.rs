@@ -7,6 +7,9 @@
 //! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair).
 //! - [`ticket`]: the plain x86 ticket lock (FIFO).
 //! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
+//! - [`preemptable_ticket`]: the preemptable ticket lock of VEE'13 (FIFO until a waiter times
+//!   out, then timed-out waiters may overtake a preempted one).
+//! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
 //!
 //! A lock is used through [`RawSpinLock`]:
 //! ```text
@@ -15,11 +18,15 @@
 //! lock.unlock(&cpu).await;
 //! ```
 pub mod platform;
+pub mod preemptable_ticket;
+pub mod pv_preemptable_ticket;
 pub mod pv_ticket;
 pub mod tas;
 pub mod ticket;
 
 pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+pub use preemptable_ticket::PreemptableTicketLock;
+pub use pv_preemptable_ticket::PvPreemptableTicketLock;
 pub use pv_ticket::PvTicketLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;

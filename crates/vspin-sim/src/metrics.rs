@@ -12,6 +12,8 @@
 //!   next in line is descheduled while runnable (once per hand-off).
 //! - `context_switches`: host switches between two different vCPU threads or from idle.
 //! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent.
+//! - `out_of_order`: acquisitions that overtook a waiter who arrived earlier (only locks that
+//!   do not promise FIFO; for those that do, an overtake is an invariant violation).
 //!
 //! Time breakdown per vCPU (sums to the simulated time): `useful` (workload compute, critical
 //! sections included), `spin` (inside lock code and IPI waits: spinning and atomics), `exit`
@@ -31,6 +33,7 @@ pub struct Counters {
     pub lwp_events: u64,
     pub context_switches: u64,
     pub shootdowns: u64,
+    pub out_of_order: u64,
 }
 
 impl Counters {
@@ -45,6 +48,7 @@ impl Counters {
         self.lwp_events += o.lwp_events;
         self.context_switches += o.context_switches;
         self.shootdowns += o.shootdowns;
+        self.out_of_order += o.out_of_order;
     }
 }
 

@@ -73,7 +73,12 @@ impl Sim {
             let msg = format!("mutual exclusion: {} acquired {} held by {} at {} ns", self.name_vcpu(v), self.name_lock(l), self.name_vcpu(h), self.now);
             self.violations.push(msg);
         }
-        if lock.fifo && lock.waiters.front() != Some(&v) {
+        let overtook = lock.waiters.front() != Some(&v);
+        if overtook && !lock.fifo {
+            self.vcpus[v as usize].counters.out_of_order += 1;
+        }
+        let lock = &self.locks[l as usize];
+        if overtook && lock.fifo {
             let first = lock.waiters.front().copied();
             let msg = format!(
                 "FIFO: {} acquired {} before {} who arrived earlier (at {} ns)",

@@ -54,7 +54,13 @@ macro_rules! named_values {
 named_values!(SchedulerKind { "cfs" => Cfs });
 named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
-named_values!(LockKind { "tas" => Tas, "ticket" => Ticket, "pv-ticket" => PvTicket });
+named_values!(LockKind {
+    "tas" => Tas,
+    "ticket" => Ticket,
+    "pv-ticket" => PvTicket,
+    "preemptable-ticket" => PreemptableTicket,
+    "pv-preemptable-ticket" => PvPreemptableTicket,
+});
 named_values!(Preset { "kernbench" => Kernbench, "cpu-hog" => CpuHog });
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -221,6 +227,8 @@ pub enum LockKind {
     Tas,
     Ticket,
     PvTicket,
+    PreemptableTicket,
+    PvPreemptableTicket,
 }
 
 impl LockKind {
@@ -229,6 +237,8 @@ impl LockKind {
             LockKind::Tas => "tas",
             LockKind::Ticket => "ticket",
             LockKind::PvTicket => "pv-ticket",
+            LockKind::PreemptableTicket => "preemptable-ticket",
+            LockKind::PvPreemptableTicket => "pv-preemptable-ticket",
         }
     }
 }

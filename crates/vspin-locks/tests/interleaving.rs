@@ -1,0 +1,331 @@
+//! Property tests for every lock algorithm, independent of the simulator: CPUs are futures
+//! interleaved at every platform call by a seeded random scheduler, which also freezes CPUs for
+//! long stretches (preemption) and wakes halted CPUs spuriously (interrupts).
+//!
+//! Checked: mutual exclusion; no lost wake-up (never are all unfinished CPUs halted); FIFO
+//! hand-off for ticket locks always, and for preemptable locks when no CPU is frozen; ticket
+//! wrap-around (lock words start a few tickets before the wrap, for 8- and 16-bit tickets).
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use vspin_locks::*;
+
+struct Machine {
+    words: RefCell<Vec<u64>>,
+    /// Word indices of per-CPU slots (`PerCpuSlot::COUNT` per CPU), then of the CPU mask.
+    slots: Vec<usize>,
+    halted: RefCell<Vec<bool>>,
+    pv_unhalted: RefCell<Vec<bool>>,
+    /// CPUs in the order they took a ticket (an add to the lock word's upper field).
+    ticket_order: RefCell<Vec<u32>>,
+    halts: Cell<u32>,
+    lock_word: Cell<usize>,
+    nr: u32,
+}
+
+#[derive(Clone)]
+struct Cpu {
+    id: u32,
+    m: Rc<Machine>,
+}
+
+/// Lets the scheduler switch CPUs before every platform call.
+struct Preempt(bool);
+
+impl Future for Preempt {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+async fn step() {
+    Preempt(false).await
+}
+
+/// PAUSE iterations one scheduling step of a spinning CPU covers. Spinning reads change no
+/// state, so coarser spin steps lose no interleaving of the operations that do, and let lock
+/// timeouts (2^14 and 2^15 PAUSEs) expire within a test's run.
+const PAUSES_PER_STEP: u64 = 512;
+
+impl Cpu {
+    fn rmw(&self, w: &usize, f: impl FnOnce(u64) -> u64) -> u64 {
+        let mut words = self.m.words.borrow_mut();
+        let old = words[*w];
+        words[*w] = f(old);
+        old
+    }
+}
+
+impl Platform for Cpu {
+    type Word = usize;
+
+    fn cpu(&self) -> CpuId {
+        self.id
+    }
+    fn nr_cpus(&self) -> u32 {
+        self.m.nr
+    }
+    fn addr(&self, w: &usize) -> u64 {
+        *w as u64 + 1
+    }
+    fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &usize {
+        &self.m.slots[cpu as usize * PerCpuSlot::COUNT + slot as usize]
+    }
+    fn cpumask(&self, _mask: CpuMask, chunk: u32) -> &usize {
+        &self.m.slots[self.m.nr as usize * PerCpuSlot::COUNT + chunk as usize]
+    }
+    async fn load(&self, w: &usize) -> u64 {
+        step().await;
+        self.m.words.borrow()[*w]
+    }
+    async fn store(&self, w: &usize, v: u64) {
+        step().await;
+        self.rmw(w, |_| v);
+    }
+    async fn fetch_add_field(&self, w: &usize, field: Field, delta: u64) -> u64 {
+        step().await;
+        if *w == self.m.lock_word.get() && field.shift > 0 {
+            self.m.ticket_order.borrow_mut().push(self.id);
+        }
+        self.rmw(w, |v| field.add(v, delta))
+    }
+    async fn fetch_or(&self, w: &usize, bits: u64) -> u64 {
+        step().await;
+        self.rmw(w, |v| v | bits)
+    }
+    async fn fetch_and(&self, w: &usize, bits: u64) -> u64 {
+        step().await;
+        self.rmw(w, |v| v & bits)
+    }
+    async fn swap(&self, w: &usize, v: u64) -> u64 {
+        step().await;
+        self.rmw(w, |_| v)
+    }
+    async fn compare_exchange(&self, w: &usize, old: u64, new: u64) -> Result<u64, u64> {
+        step().await;
+        let seen = self.rmw(w, |v| if v == old { new } else { v });
+        if seen == old {
+            Ok(seen)
+        } else {
+            Err(seen)
+        }
+    }
+    async fn spin_until(&self, w: &usize, until: Until, max_pauses: u64) -> SpinOutcome {
+        let mut left = max_pauses;
+        loop {
+            let v = self.load(w).await;
+            if until.holds(v) {
+                return SpinOutcome::Satisfied(v);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(v);
+            }
+            left = left.saturating_sub(PAUSES_PER_STEP);
+        }
+    }
+    async fn halt(&self) {
+        step().await;
+        let me = self.id as usize;
+        if std::mem::take(&mut self.m.pv_unhalted.borrow_mut()[me]) {
+            return;
+        }
+        self.m.halted.borrow_mut()[me] = true;
+        self.m.halts.set(self.m.halts.get() + 1);
+        while self.m.halted.borrow()[me] {
+            step().await;
+        }
+    }
+    async fn kick(&self, cpu: CpuId) {
+        step().await;
+        let c = cpu as usize;
+        if !std::mem::take(&mut self.m.halted.borrow_mut()[c]) {
+            self.m.pv_unhalted.borrow_mut()[c] = true;
+        }
+    }
+    async fn yield_now(&self) {
+        step().await;
+    }
+    fn vcpu_is_preempted(&self, _cpu: CpuId) -> bool {
+        false
+    }
+    fn slice_remaining(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+/// Allocates the lock word a few tickets before both ticket fields wrap.
+struct NearWrap {
+    m: Rc<Machine>,
+    start: u64,
+}
+
+impl WordAlloc<usize> for NearWrap {
+    fn word(&mut self, init: u64) -> usize {
+        let mut words = self.m.words.borrow_mut();
+        words.push(init | self.start);
+        self.m.lock_word.set(words.len() - 1);
+        words.len() - 1
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+struct Outcome {
+    acquisitions: Vec<u32>,
+    ticket_order: Vec<u32>,
+    halts: u32,
+}
+
+/// Run `cpus` CPUs each acquiring the lock `rounds` times. `freeze` enables random long
+/// preemptions. Panics on a violated invariant.
+fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: u64, freeze: bool) -> Outcome {
+    let m = Rc::new(Machine {
+        words: RefCell::new(vec![0; cpus as usize * PerCpuSlot::COUNT + 1]),
+        slots: (0..cpus as usize * PerCpuSlot::COUNT + 1).collect(),
+        halted: RefCell::new(vec![false; cpus as usize]),
+        pv_unhalted: RefCell::new(vec![false; cpus as usize]),
+        ticket_order: RefCell::new(Vec::new()),
+        halts: Cell::new(0),
+        lock_word: Cell::new(usize::MAX),
+        nr: cpus,
+    });
+    let lock = Rc::new(L::new(&mut NearWrap { m: m.clone(), start }));
+    let holder = Rc::new(Cell::new(None::<u32>));
+    let acquisitions = Rc::new(RefCell::new(Vec::new()));
+    let mut tasks: Vec<Option<Pin<Box<dyn Future<Output = ()>>>>> = (0..cpus)
+        .map(|id| {
+            let (cpu, lock, holder, acq) = (Cpu { id, m: m.clone() }, lock.clone(), holder.clone(), acquisitions.clone());
+            let task: Pin<Box<dyn Future<Output = ()>>> = Box::pin(async move {
+                for _ in 0..rounds {
+                    lock.lock(&cpu).await;
+                    assert_eq!(holder.replace(Some(id)), None, "mutual exclusion: CPU {id} entered a held lock");
+                    acq.borrow_mut().push(id);
+                    step().await;
+                    holder.set(None);
+                    lock.unlock(&cpu).await;
+                }
+            });
+            Some(task)
+        })
+        .collect();
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut frozen_until = vec![0u64; cpus as usize];
+    let mut cx = Context::from_waker(Waker::noop());
+    for now in 0u64.. {
+        assert!(now < 5_000_000, "no progress: livelock");
+        if tasks.iter().all(Option::is_none) {
+            break;
+        }
+        if freeze && rng.below(2_000) == 0 {
+            let c = rng.below(cpus as u64) as usize;
+            frozen_until[c] = now + 1 + rng.below(5_000);
+        }
+        // Rare enough that a lost kick leaves every CPU halted before an interrupt rescues it.
+        if rng.below(1_000_000) == 0 {
+            let c = rng.below(cpus as u64) as usize;
+            m.halted.borrow_mut()[c] = false; // a spurious wake-up (any interrupt)
+        }
+        let runnable: Vec<usize> = (0..cpus as usize)
+            .filter(|&c| tasks[c].is_some() && !m.halted.borrow()[c] && frozen_until[c] <= now)
+            .collect();
+        if runnable.is_empty() {
+            let live = (0..cpus as usize).filter(|&c| tasks[c].is_some());
+            assert!(
+                live.clone().any(|c| frozen_until[c] > now),
+                "lost wake-up: every unfinished CPU is halted ({:?})",
+                m.halted.borrow()
+            );
+            continue;
+        }
+        let c = runnable[rng.below(runnable.len() as u64) as usize];
+        if tasks[c].as_mut().unwrap().as_mut().poll(&mut cx).is_ready() {
+            tasks[c] = None;
+        }
+    }
+    let acquisitions = acquisitions.take();
+    assert_eq!(acquisitions.len(), (cpus * rounds) as usize);
+    Outcome { acquisitions, ticket_order: m.ticket_order.take(), halts: m.halts.get() }
+}
+
+fn assert_fifo(o: &Outcome) {
+    assert_eq!(o.acquisitions, o.ticket_order, "acquisitions out of ticket order");
+}
+
+/// Near the wrap point of 16-bit tickets: head = tail = 0xfff0 (also even, as PV tickets need).
+const WRAP16: u64 = 0xfff0_fff0;
+/// Near the wrap point of 8-bit tickets.
+const WRAP8: u64 = 0xf0f0;
+
+#[test]
+fn tas_keeps_mutual_exclusion() {
+    for seed in 1..=8 {
+        run::<TasLock<Cpu>>(4, 60, 0, seed, true);
+    }
+}
+
+#[test]
+fn ticket_is_fifo_across_the_wrap() {
+    for seed in 1..=8 {
+        assert_fifo(&run::<TicketLock<Cpu>>(4, 60, WRAP16, seed, true));
+    }
+}
+
+#[test]
+fn pv_ticket_is_fifo_across_the_wrap_and_loses_no_wakeup() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        let o = run::<PvTicketLock<Cpu>>(4, 60, WRAP16, seed, true);
+        assert_fifo(&o);
+        halts += o.halts;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}
+
+#[test]
+fn preemptable_ticket_is_fifo_without_preemption() {
+    for seed in 1..=8 {
+        assert_fifo(&run::<PreemptableTicketLock<Cpu>>(4, 60, WRAP16, seed, false));
+        assert_fifo(&run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, false));
+    }
+}
+
+#[test]
+fn preemptable_ticket_overtakes_preempted_waiters_safely_across_the_wrap() {
+    let mut overtakes = 0;
+    for seed in 1..=8 {
+        for o in [
+            run::<PreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true),
+            run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true),
+        ] {
+            overtakes += (o.acquisitions != o.ticket_order) as u32;
+        }
+    }
+    assert!(overtakes > 0, "preemption never made a waiter time out: the test does not exercise timeouts");
+}
+
+#[test]
+fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        halts += run::<PvPreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true).halts;
+        halts += run::<PvPreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true).halts;
+        assert_fifo(&run::<PvPreemptableTicketLock<Cpu, 8>>(3, 100, WRAP8, seed, false));
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}
