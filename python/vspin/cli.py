@@ -49,6 +49,30 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from vspin.reproduce import UnknownExperimentError, reproduce
+
+    try:
+        docs = reproduce(args.name, "quick" if args.quick else "full", args.out, args.workers)
+    except UnknownExperimentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failed = [(name, c) for name, doc in docs.items() for c in doc["checks"] if not c["passed"]]
+    total = sum(len(doc["checks"]) for doc in docs.values())
+    page = os.path.join(args.out, *([] if args.name == "all" else [args.name]), "index.html")
+    print(f"{total - len(failed)} of {total} checks passed; report: {page}")
+    for name, c in failed:
+        print(f"FAILED {name} {c['id']}: {c['detail']}")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vspin", description="Spinlocks under vCPU preemption: simulate a virtualized host."
@@ -75,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("reproduce", help="reproduce a seed paper's experiments into a report")
+    p.add_argument("name", help="experiment name, or all")
+    p.add_argument("--quick", action="store_true", help="small scale that keeps the trends (CI)")
+    p.add_argument("--out", default="out", help="report directory (default: out)")
+    p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
+    p.set_defaults(func=_cmd_reproduce)
     return parser
 
 

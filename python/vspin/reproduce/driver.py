@@ -1,0 +1,62 @@
+"""``reproduce``: run experiments and write their reports (what ``vspin reproduce`` does)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from vspin.reproduce import report
+from vspin.reproduce.model import SCALES, Check, Experiment, Figure
+from vspin.reproduce.registry import EXPERIMENTS, load_experiments, select
+from vspin.reproduce.runner import Runner
+
+
+def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verbose: bool = False) -> dict:
+    """Run experiment ``name`` (or every one, for ``"all"``) at ``scale`` ("quick" or "full").
+
+    Writes ``out/<name>/results.json``, ``<figure>.png`` and ``index.html`` per experiment, and
+    ``out/index.html`` linking them for "all". Returns each experiment's results document (the
+    content of its results.json) by name. The wall time of each experiment goes to standard
+    error only, so the files stay identical from run to run. Raises UnknownExperimentError for
+    a name nobody registered.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale {scale!r}, expected one of {', '.join(SCALES)}")
+    load_experiments()
+    names = select(name)
+    out = Path(out)
+    docs = {}
+    for experiment_name in names:
+        experiment = EXPERIMENTS[experiment_name]
+        started = time.perf_counter()
+        with Runner(workers, label=experiment_name, verbose=verbose) as runner:
+            figures, checks = experiment.run(scale, runner)
+        _check_output(experiment, figures, checks)
+        docs[experiment_name] = report.write(experiment, scale, figures, checks, out / experiment_name)
+        print(
+            f"{experiment_name}: {report.passed_text([c.passed for c in checks])} "
+            f"in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
+    if name == "all":
+        out.mkdir(parents=True, exist_ok=True)
+        report.write_index([EXPERIMENTS[n] for n in names], docs, scale, out)
+    return docs
+
+
+def _check_output(experiment: Experiment, figures: list[Figure], checks: list[Check]) -> None:
+    """Reject output the report could not show faithfully (a check on a missing figure, two
+    figures writing one PNG), naming the experiment, as these are its author's mistakes."""
+    where = f"experiment {experiment.name}"
+    if not all(isinstance(f, Figure) for f in figures) or not all(isinstance(c, Check) for c in checks):
+        raise TypeError(f"{where}: run() must return (list[Figure], list[Check])")
+    figure_ids = [f.id for f in figures]
+    check_ids = [c.id for c in checks]
+    for kind, ids in (("figure", figure_ids), ("check", check_ids)):
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"{where}: {kind} ids repeated: {', '.join(repeated)}")
+    for c in checks:
+        if c.figure not in figure_ids:
+            raise ValueError(f"{where}: check {c.id} names figure {c.figure!r}, not among {figure_ids}")

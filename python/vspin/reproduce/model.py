@@ -1,0 +1,141 @@
+"""What an experiment reports: figures (our series beside the paper's) and trend checks.
+
+These are plain dataclasses so that an experiment module only describes its results and the
+report (results.json, one PNG per figure, index.html) is built from that one description. Values
+are normalised on construction (numpy/pandas scalars to Python numbers, non-finite numbers to
+None, i.e. "no value") because experiments compute them with pandas and the report must be
+valid, deterministic JSON.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vspin.reproduce.runner import Runner
+
+KINDS = ("line", "bar")
+SCALES = ("quick", "full")
+
+# Figure ids become file names (<id>.png) and HTML anchors.
+_FILE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy or pandas scalar as the Python value it holds; anything else unchanged."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _number(value: Any) -> float | None:
+    value = _plain(value)
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class Series:
+    """One curve (or one set of bars): a configuration's y at each x."""
+
+    config: str
+    x: list
+    y: list[float]
+    yerr: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        self.x = [_plain(v) for v in self.x]
+        self.y = [_number(v) for v in self.y]
+        if len(self.x) != len(self.y):
+            raise ValueError(f"series {self.config!r}: {len(self.x)} x values but {len(self.y)} y values")
+        if self.yerr is not None:
+            self.yerr = [_number(v) for v in self.yerr]
+            if len(self.yerr) != len(self.y):
+                raise ValueError(f"series {self.config!r}: {len(self.yerr)} yerr values for {len(self.y)} points")
+
+    def to_dict(self) -> dict:
+        doc = {"config": self.config, "x": self.x, "y": self.y}
+        if self.yerr is not None:
+            doc["yerr"] = self.yerr
+        return doc
+
+
+@dataclass
+class Figure:
+    """One of the paper's figures or tables: our series and the values the paper reports."""
+
+    id: str
+    title: str
+    metric: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    paper: list[Series]
+    kind: str = "line"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not _FILE_SAFE.match(self.id):
+            raise ValueError(f"figure id {self.id!r}: use letters, digits, '_', '.', '-' (it names a file)")
+        if self.kind not in KINDS:
+            raise ValueError(f"figure {self.id}: kind {self.kind!r}, expected one of {', '.join(KINDS)}")
+        for side, group in (("series", self.series), ("paper", self.paper)):
+            configs = [s.config for s in group]
+            if len(set(configs)) != len(configs):
+                raise ValueError(f"figure {self.id}: {side} repeats a config: {configs}")
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "metric": self.metric,
+            "x_label": self.x_label,
+            "y_label": self.y_label,
+            "kind": self.kind,
+            "note": self.note,
+            "series": [s.to_dict() for s in self.series],
+            "paper": [s.to_dict() for s in self.paper],
+        }
+
+
+@dataclass
+class Check:
+    """A trend the paper claims (direction, ordering, rough factor) and whether we reproduce it.
+
+    ``detail`` carries the measured numbers behind the verdict, so a failure can be judged
+    without re-running.
+    """
+
+    id: str
+    figure: str
+    passed: bool
+    detail: str
+
+    def __post_init__(self) -> None:
+        # Comparisons of numpy numbers give numpy.bool_, which JSON cannot encode.
+        self.passed = bool(self.passed)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "figure": self.figure, "passed": self.passed, "detail": self.detail}
+
+
+class Experiment(abc.ABC):
+    """One seed's group of experiments; a module in ``vspin.experiments`` subclasses this and
+    registers an instance with ``vspin.reproduce.register``.
+
+    ``run`` builds its scenarios for the scale (``"quick"``: keeps the trend, runs in CI on 2
+    cores; ``"full"``: the paper's host), runs them through ``runner`` (which parallelises and
+    keeps input order) and returns its figures and checks; it writes no files.
+    """
+
+    name: str
+    title: str
+    source: str
+
+    @abc.abstractmethod
+    def run(self, scale: str, runner: Runner) -> tuple[list[Figure], list[Check]]:
+        ...

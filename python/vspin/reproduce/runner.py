@@ -1,0 +1,90 @@
+"""Running many scenarios at once.
+
+The engine is single-threaded per run (that is what makes a run deterministic), so an
+experiment's parallelism comes from running its scenarios in separate processes. Results come
+back in input order, so what an experiment computes from them does not depend on the number of
+workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+
+from vspin.result import Result
+from vspin.scenario import run, validate
+
+
+def _run_indexed(item: tuple[int, dict]) -> tuple[int, Result]:
+    index, scenario = item
+    return index, run(scenario)
+
+
+class Runner:
+    """Runs scenario dicts (as accepted by ``vspin.run``) on ``workers`` processes.
+
+    ``workers`` defaults to the number of CPUs; 1 runs in this process (no pool, easiest to
+    debug). The pool is started on first use and kept until ``close`` (or the end of a ``with``
+    block), as an experiment usually calls ``run_many`` several times. A progress line
+    ("label: 12/40 runs") goes to standard error when it is a terminal or when ``verbose``.
+    """
+
+    def __init__(self, workers: int | None = None, label: str = "vspin", verbose: bool = False):
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.workers}")
+        self.label = label
+        self.verbose = verbose
+        self._pool = None
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._pool is not None and exc_type is not None:
+            self._pool.terminate()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker processes; a later run_many starts new ones."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+    def run(self, scenario: dict) -> Result:
+        """Run one scenario."""
+        return self.run_many([scenario])[0]
+
+    def run_many(self, scenarios: list[dict]) -> list[Result]:
+        """Run every scenario; results in input order whatever the number of workers.
+
+        All scenarios are validated first, so a bad one fails at once rather than after the
+        runs before it.
+        """
+        for scenario in scenarios:
+            validate(scenario)
+        results: list[Result | None] = [None] * len(scenarios)
+        if self.workers == 1:
+            finished = map(_run_indexed, enumerate(scenarios))
+        else:
+            if self._pool is None:
+                self._pool = multiprocessing.Pool(self.workers)
+            finished = self._pool.imap_unordered(_run_indexed, enumerate(scenarios))
+        for done, (index, result) in enumerate(finished, 1):
+            results[index] = result
+            self._progress(done, len(scenarios))
+        return results
+
+    def _progress(self, done: int, total: int) -> None:
+        tty = sys.stderr.isatty()
+        if not (tty or self.verbose):
+            return
+        line = f"{self.label}: {done}/{total} runs"
+        if tty:
+            sys.stderr.write("\r" + line + ("\n" if done == total else ""))
+        elif done == total or done * 10 // total != (done - 1) * 10 // total:
+            # A log file gets a line per tenth of the runs, not one per run.
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()

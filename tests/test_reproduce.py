@@ -1,0 +1,168 @@
+"""The experiment-reproduction framework, driven by toy experiments of three tiny runs each."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from vspin.cli import main
+from vspin.reproduce import (
+    EXPERIMENTS, Check, Experiment, Figure, Runner, Series, UnknownExperimentError,
+    load_experiments, register, reproduce,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VCPUS = [1, 2, 3]
+
+
+def scenario(vcpus: int) -> dict:
+    return {
+        "name": f"toy-{vcpus}", "seed": 1, "duration_ms": 5, "host": {"cores_per_socket": 2},
+        "vm": [{"name": "g", "vcpus": vcpus, "pin": "none", "lock": "ticket", "workload": {"preset": "kernbench"}}],
+    }
+
+
+class Toy(Experiment):
+    """Throughput (a line figure, paper at other x) and halt exits (bars with error bars)."""
+
+    title = "Toy: ticket lock on two pCPUs"
+    source = "toy.pdf"
+
+    def __init__(self, name: str, failing: bool = False):
+        self.name = name
+        self.failing = failing
+
+    def run(self, scale, runner):
+        results = runner.run_many([scenario(v) for v in VCPUS])
+        throughput = [r.vms["throughput_per_s"].iloc[0] for r in results]  # numpy scalars
+        halts = [r.totals["halt_exits"] for r in results]
+        figures = [
+            Figure("fig1", "Throughput vs vCPUs", "units/s", "vCPUs", "units/s",
+                   series=[Series("ticket", VCPUS, throughput)],
+                   paper=[Series("ticket", [1, 2, 4], [2e5, 3e5, 2.5e5])],
+                   note=f"{scale}: one VM, ticket lock, 5 ms"),
+            Figure("fig2", "Halt exits <per run>", "halt exits", "vCPUs", "exits", kind="bar",
+                   series=[Series("ticket", VCPUS, halts, yerr=[1, 1, 1])], paper=[]),
+        ]
+        checks = [
+            Check("fig1.runs", "fig1", np.float64(min(throughput)) > 0, f"throughput {throughput}"),
+            Check("fig2.impossible" if self.failing else "fig2.counted", "fig2",
+                  not self.failing, f"halt exits {halts}"),
+        ]
+        return figures, checks
+
+
+@pytest.fixture
+def toys():
+    """The registry holding only the toys (the real experiments imported first, then set aside)."""
+    load_experiments()
+    saved = dict(EXPERIMENTS)
+    EXPERIMENTS.clear()
+    register(Toy("toy"))
+    register(Toy("toyfail", failing=True))
+    yield
+    EXPERIMENTS.clear()
+    EXPERIMENTS.update(saved)
+
+
+def test_results_json_has_the_documented_schema(toys, tmp_path):
+    docs = reproduce("toy", "quick", tmp_path, workers=1)
+    doc = json.loads((tmp_path / "toy" / "results.json").read_text())
+    assert doc == docs["toy"]
+    assert list(doc) == ["experiment", "scale", "figures", "checks"]
+    assert (doc["experiment"], doc["scale"]) == ("toy", "quick")
+    fig1, fig2 = doc["figures"]
+    assert list(fig1) == ["id", "title", "metric", "x_label", "y_label", "kind", "note", "series", "paper"]
+    assert (fig1["kind"], fig2["kind"]) == ("line", "bar")
+    assert list(fig1["series"][0]) == ["config", "x", "y"]  # no yerr key when there is none
+    assert fig2["series"][0]["yerr"] == [1.0, 1.0, 1.0]
+    assert fig1["paper"][0]["x"] == [1, 2, 4]
+    assert all(isinstance(y, float) for y in fig1["series"][0]["y"])
+    assert doc["checks"] == [
+        {"id": "fig1.runs", "figure": "fig1", "passed": True, "detail": doc["checks"][0]["detail"]},
+        {"id": "fig2.counted", "figure": "fig2", "passed": True, "detail": doc["checks"][1]["detail"]},
+    ]
+
+
+def test_reports_are_identical_across_runs_and_worker_counts(toys, tmp_path):
+    for out, workers in (("a", 1), ("b", 1), ("c", 2)):
+        reproduce("toy", "quick", tmp_path / out, workers=workers)
+    for name in ("results.json", "index.html", "fig1.png", "fig2.png"):
+        first = (tmp_path / "a" / "toy" / name).read_bytes()
+        assert first == (tmp_path / "b" / "toy" / name).read_bytes() == (tmp_path / "c" / "toy" / name).read_bytes(), name
+
+
+def test_figures_are_pngs_and_the_page_shows_checks_and_values(toys, tmp_path):
+    reproduce("toyfail", "full", tmp_path, workers=1)
+    for figure in ("fig1", "fig2"):
+        assert (tmp_path / "toyfail" / f"{figure}.png").read_bytes().startswith(PNG_MAGIC)
+    page = (tmp_path / "toyfail" / "index.html").read_text()
+    assert "1 of 2 checks passed" in page and "scale: full" in page
+    assert 'class="pass"><b>PASS</b> <code>fig1.runs</code>' in page
+    assert 'class="fail"><b>FAIL</b> <code>fig2.impossible</code>' in page
+    assert '<img src="fig1.png"' in page and "Halt exits &lt;per run&gt;" in page
+    assert "<td>ticket</td><td>4</td><td>&ndash;</td><td>250,000</td>" in page  # paper-only x
+
+
+def test_all_writes_an_index_of_experiments(toys, tmp_path):
+    docs = reproduce("all", "quick", tmp_path, workers=2)
+    assert list(docs) == ["toy", "toyfail"]
+    index = (tmp_path / "index.html").read_text()
+    assert 'href="toy/index.html"' in index and 'href="toyfail/index.html"' in index
+    assert "3 of 4 checks passed" in index
+
+
+def test_cli_exit_codes(toys, tmp_path, capsys):
+    out = str(tmp_path)
+    assert main(["reproduce", "toy", "--quick", "--out", out, "--workers", "1"]) == 0
+    assert "2 of 2 checks passed" in capsys.readouterr().out
+    assert main(["reproduce", "toyfail", "--quick", "--out", out, "--workers", "1"]) == 1
+    assert "FAILED toyfail fig2.impossible: halt exits" in capsys.readouterr().out
+    assert main(["reproduce", "nosuch", "--out", out]) == 2
+    assert "known: toy, toyfail, all" in capsys.readouterr().err
+
+
+def test_runner_keeps_input_order_and_reports_progress(capsys):
+    scenarios = [scenario(v) for v in (3, 1, 2)]
+    with Runner(workers=2, label="order", verbose=True) as runner:
+        names = [r.raw["scenario"] for r in runner.run_many(scenarios)]
+        single = runner.run(scenarios[0])
+    assert names == ["toy-3", "toy-1", "toy-2"]
+    assert single.to_json() == Runner(workers=1).run(scenarios[0]).to_json()
+    assert "order: 3/3 runs" in capsys.readouterr().err
+
+
+def test_values_are_normalised_and_mistakes_named():
+    s = Series("x", np.array([1, 2]), [np.float64(1.5), math.nan], yerr=[np.int64(1), None])
+    assert s.to_dict() == {"config": "x", "x": [1, 2], "y": [1.5, None], "yerr": [1.0, None]}
+    assert Check("c", "f", np.bool_(True), "").passed is True
+    with pytest.raises(ValueError, match="2 x values but 1 y values"):
+        Series("x", [1, 2], [1.0])
+    with pytest.raises(ValueError, match="kind 'pie'"):
+        Figure("f", "t", "m", "x", "y", [], [], kind="pie")
+    with pytest.raises(ValueError, match="names a file"):
+        Figure("a/b", "t", "m", "x", "y", [], [])
+
+
+def test_registry_rejects_ambiguous_names(toys, tmp_path):
+    class Other(Toy):
+        pass
+
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Other("toy"))
+    with pytest.raises(ValueError, match="not 'all'"):
+        register(Toy("all"))
+    with pytest.raises(UnknownExperimentError, match="known: toy, toyfail, all"):
+        reproduce("nosuch", "quick", tmp_path)
+
+
+def test_a_check_on_a_missing_figure_is_an_error(toys, tmp_path):
+    class Stray(Toy):
+        def run(self, scale, runner):
+            figures, checks = super().run(scale, runner)
+            return figures, [*checks, Check("fig9.x", "fig9", True, "")]
+
+    register(Stray("stray"))
+    with pytest.raises(ValueError, match="check fig9.x names figure 'fig9'"):
+        reproduce("stray", "quick", tmp_path, workers=1)
