@@ -49,6 +49,8 @@ pub(crate) enum Req {
     /// Send a synchronous IPI (TLB shootdown) to `count` vCPUs starting at vCPU `start`, skipping
     /// the sender; acknowledgements decrement the sender's call-function word.
     Shootdown { start: u32, count: u32 },
+    /// Wake the first sleeping vCPU from vCPU `start` on (a reschedule IPI that ends its sleep).
+    WakePeer { start: u32 },
     Note(Note),
 }
 
@@ -123,6 +125,11 @@ impl SimCpu {
 
     pub(crate) async fn note(&self, n: Note) {
         call(Req::Note(n)).await;
+    }
+
+    /// `try_to_wake_up` of a thread sleeping on another vCPU: a reschedule IPI if one sleeps.
+    pub(crate) async fn wake_peer(&self, start: u32) {
+        call(Req::WakePeer { start }).await;
     }
 
     /// `smp_call_function_many(..., wait=1)`: IPI the targets and spin until all have run the

@@ -11,7 +11,8 @@
 //! - `lwp_events`: lock-waiter preemption: a FIFO lock is released (or free) while the waiter
 //!   next in line is descheduled while runnable (once per hand-off).
 //! - `context_switches`: host switches between two different vCPU threads or from idle.
-//! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent.
+//! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent;
+//!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
 //! - `out_of_order`: acquisitions that overtook a waiter who arrived earlier (only locks that
 //!   do not promise FIFO; for those that do, an overtake is an invariant violation).
 //!
@@ -33,6 +34,7 @@ pub struct Counters {
     pub lwp_events: u64,
     pub context_switches: u64,
     pub shootdowns: u64,
+    pub wake_ipis: u64,
     pub out_of_order: u64,
 }
 
@@ -48,6 +50,7 @@ impl Counters {
         self.lwp_events += o.lwp_events;
         self.context_switches += o.context_switches;
         self.shootdowns += o.shootdowns;
+        self.wake_ipis += o.wake_ipis;
         self.out_of_order += o.out_of_order;
     }
 }

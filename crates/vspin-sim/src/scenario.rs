@@ -61,7 +61,13 @@ named_values!(LockKind {
     "preemptable-ticket" => PreemptableTicket,
     "pv-preemptable-ticket" => PvPreemptableTicket,
 });
-named_values!(Preset { "kernbench" => Kernbench, "cpu-hog" => CpuHog });
+named_values!(Preset {
+    "kernbench" => Kernbench,
+    "hackbench" => Hackbench,
+    "ebizzy" => Ebizzy,
+    "dvdstore" => Dvdstore,
+    "cpu-hog" => CpuHog,
+});
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
     ScenarioError { field: field.into(), message: message.into() }
@@ -278,6 +284,9 @@ pub struct VmConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum Preset {
     Kernbench,
+    Hackbench,
+    Ebizzy,
+    Dvdstore,
     CpuHog,
 }
 
@@ -294,6 +303,7 @@ pub struct WorkloadConfig {
     pub block_ns: Option<f64>,
     pub shootdown_probability: Option<f64>,
     pub shootdown_targets: Option<u32>,
+    pub wake_probability: Option<f64>,
 }
 
 impl Scenario {
@@ -432,7 +442,11 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             positive(&f(n), v)?;
         }
     }
-    for (n, v) in [("block_probability", w.block_probability), ("shootdown_probability", w.shootdown_probability)] {
+    for (n, v) in [
+        ("block_probability", w.block_probability),
+        ("shootdown_probability", w.shootdown_probability),
+        ("wake_probability", w.wake_probability),
+    ] {
         if let Some(v) = v {
             if !(0.0..=1.0).contains(&v) {
                 return Err(err(f(n), format!("{v} is not a probability; allowed 0.0..=1.0")));

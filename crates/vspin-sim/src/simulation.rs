@@ -518,6 +518,7 @@ impl Sim {
                 false
             }
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
+            Req::WakePeer { start } => self.wake_peer(v, start),
             Req::Note(n) => self.note(v, n),
         }
     }
@@ -720,6 +721,26 @@ impl Sim {
         for t in targets {
             self.deliver_ipi(v, first + t);
         }
+        false
+    }
+
+    /// Wake a peer sleeping in guest idle: the sender pays the IPI; the sleeper's wait ends now.
+    fn wake_peer(&mut self, v: u32, start: u32) -> bool {
+        let vm = &self.vms[self.vcpus[v as usize].vm as usize];
+        let (first, n) = (vm.first_vcpu, vm.vcpus);
+        let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
+            t != v && self.vcpus[t as usize].host == HostState::Blocked
+                && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
+        });
+        let vc = &mut self.vcpus[v as usize];
+        vc.response = (0, 0);
+        let Some(t) = sleeper else { return true };
+        let c = &self.costs;
+        vc.counters.wake_ipis += 1;
+        vc.act = Act::Ready;
+        vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
+        self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
+        self.wake(t);
         false
     }
 
