@@ -1,0 +1,21 @@
+"""The preemptable-ticket reproduction runs end to end at quick scale and is deterministic.
+
+Its verdicts are results, reported in the HTML page and the issue notes, not asserted here.
+"""
+
+import json
+
+from vspin.reproduce import reproduce
+
+
+def test_pticket_quick_report_is_complete_and_deterministic(tmp_path):
+    first = reproduce("pticket", "quick", tmp_path / "a", workers=2)["pticket"]
+    again = reproduce("pticket", "quick", tmp_path / "b", workers=1)["pticket"]
+    assert first == again
+    assert [f["id"] for f in first["figures"]] == ["table2", "hackbench", "dvdstore", "ebizzy", "summary"]
+    assert len(first["checks"]) == 12
+    assert all(c["detail"] for c in first["checks"])
+    written = json.loads((tmp_path / "a" / "pticket" / "results.json").read_text())
+    assert written["scale"] == "quick" and written["experiment"] == "pticket"
+    for fig in first["figures"]:
+        assert (tmp_path / "a" / "pticket" / f"{fig['id']}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
