@@ -117,8 +117,9 @@ def test_cli_exit_codes(toys, tmp_path, capsys):
     out = str(tmp_path)
     assert main(["reproduce", "toy", "--quick", "--out", out, "--workers", "1"]) == 0
     assert "2 of 2 checks passed" in capsys.readouterr().out
-    assert main(["reproduce", "toyfail", "--quick", "--out", out, "--workers", "1"]) == 1
+    assert main(["reproduce", "toyfail", "--quick", "--out", out, "--workers", "1"]) == 0
     assert "FAILED toyfail fig2.impossible: halt exits" in capsys.readouterr().out
+    assert main(["reproduce", "toyfail", "--quick", "--out", out, "--workers", "1", "--strict"]) == 1
     assert main(["reproduce", "nosuch", "--out", out]) == 2
     assert "known: toy, toyfail, all" in capsys.readouterr().err
 
