@@ -97,9 +97,11 @@ impl Rng {
     }
 
     /// Exponentially distributed with the given mean, rounded to whole nanoseconds (at least 1).
+    /// `libm`'s logarithm is the same pure-Rust code on every platform, unlike the system's, so
+    /// results are bit-identical across machines.
     pub fn exp_ns(&mut self, mean_ns: f64) -> u64 {
         let u = 1.0 - self.uniform();
-        ((-u.ln() * mean_ns).round() as u64).max(1)
+        ((-libm::log(u) * mean_ns).round() as u64).max(1)
     }
 
     pub fn below(&mut self, n: u64) -> u64 {

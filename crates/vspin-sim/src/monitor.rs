@@ -20,8 +20,8 @@ pub(crate) struct LockState {
     holder: Option<u32>,
     /// Waiters in arrival order.
     waiters: VecDeque<u32>,
-    /// A vCPU inside `unlock()` (its kick may still be on the way).
-    pub releasing: Option<u32>,
+    /// vCPUs inside `unlock()` (their kicks may still be on the way).
+    pub releasers: u32,
     holder_preempted: bool,
     lhp_counted: bool,
     lwp_counted: bool,
@@ -35,7 +35,7 @@ impl LockState {
             fifo,
             holder: None,
             waiters: VecDeque::new(),
-            releasing: None,
+            releasers: 0,
             holder_preempted: false,
             lhp_counted: false,
             lwp_counted: false,
@@ -111,7 +111,7 @@ impl Sim {
         lock.holder = None;
         lock.holder_preempted = false;
         lock.lhp_counted = false;
-        lock.releasing = Some(v);
+        lock.releasers += 1;
         self.vcpus[v as usize].held = None;
         self.vcpus[v as usize].releasing = Some(l);
         self.check_next_waiter(l);
@@ -170,7 +170,7 @@ impl Sim {
         for l in 0..self.locks.len() {
             let lock = &self.locks[l];
             let stuck = lock.holder.is_none()
-                && lock.releasing.is_none()
+                && lock.releasers == 0
                 && !lock.waiters.is_empty()
                 && lock.waiters.iter().all(|&w| {
                     let vc = &self.vcpus[w as usize];

@@ -62,7 +62,7 @@ impl Sim {
         self.vr(curr) - self.vr(se) <= self.costs.wakeup_granularity as i64
     }
 
-    fn clear_buddies(&mut self, p: u32, v: u32) {
+    pub(crate) fn clear_buddies(&mut self, p: u32, v: u32) {
         let rq = &mut self.pcpus[p as usize];
         if rq.next == Some(v) {
             rq.next = None;
@@ -142,7 +142,6 @@ impl Sim {
         let now = self.now;
         let c = &self.costs;
         let (switch, wakeup, entry) = (c.context_switch, c.wakeup, c.vm_entry);
-        let ipi_handle = c.vm_exit + c.ipi_send + c.vm_entry;
         let ple = self.ple.clone();
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Runnable);
@@ -155,15 +154,17 @@ impl Sim {
         vc.se.prev_sum_exec = vc.se.sum_exec;
         vc.ple_window = crate::ple::shrink(&ple, vc.ple_window);
         vc.ple_spun_ns = 0;
+        // A vCPU that yielded from `kvm_vcpu_on_spin` finishes that function only now.
+        if std::mem::take(&mut vc.in_spin_loop) {
+            vc.dy_eligible = false;
+        }
         vc.counters.context_switches += 1;
         let cost = switch + entry + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
         match vc.host_work.as_mut() {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
         }
-        for from in std::mem::take(&mut vc.pending_ipis) {
-            self.q.push(now + cost + ipi_handle, Event::IpiAck { from, to: v });
-        }
+        self.handle_pending_ipis(v);
         self.on_switched_in(v);
         self.run_vcpu(v);
     }
@@ -232,6 +233,8 @@ impl Sim {
     /// Enqueue a woken vCPU (`place_entity`, `check_preempt_wakeup`).
     pub(crate) fn enqueue_woken(&mut self, v: u32) {
         let p = self.select_pcpu(v);
+        // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
+        self.update_curr(p);
         self.migrate(v, p);
         let half_latency = self.costs.sched_latency / 2;
         let min_vr = self.pcpus[p as usize].min_vruntime;
@@ -241,7 +244,6 @@ impl Sim {
         match self.pcpus[p as usize].curr {
             None => self.schedule(p),
             Some(c) => {
-                self.update_curr(p);
                 if self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64 {
                     self.pcpus[p as usize].next = Some(v);
                     self.schedule(p);
@@ -269,6 +271,8 @@ impl Sim {
         if from == p {
             return;
         }
+        self.clear_buddies(from, v);
+        self.update_curr(from);
         let (src, dst) = (self.pcpus[from as usize].min_vruntime, self.pcpus[p as usize].min_vruntime);
         let vc = &mut self.vcpus[v as usize];
         vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);

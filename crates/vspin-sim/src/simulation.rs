@@ -233,7 +233,7 @@ impl Sim {
                 target: vm.work_units,
                 work_units: 0,
                 completed_at: None,
-                last_boosted: -1,
+                last_boosted: 0,
             });
         }
         sim.watchers = vec![Vec::new(); mem.len()];
@@ -385,6 +385,8 @@ impl Sim {
         self.interrupt(v);
         let vc = &mut self.vcpus[v as usize];
         if let Some(hw) = vc.host_work.take() {
+            // Host work ends with a VM entry, after which the CPU counts a new PAUSE loop.
+            vc.ple_spun_ns = 0;
             self.after_host_work(v, hw.after);
         } else if let Act::Delayed { req, .. } = vc.act {
             vc.act = Act::Ready;
@@ -409,13 +411,16 @@ impl Sim {
         match after {
             After::Nothing => {}
             After::PleDone { yielded } => {
-                let vc = &mut self.vcpus[v as usize];
-                vc.in_spin_loop = false;
-                vc.dy_eligible = false;
-                vc.ple_spun_ns = 0;
+                // `yield_to` ends in `schedule()`; the spin loop is left when the vCPU runs again
+                // (at once if it was picked again, else at its next switch-in).
                 if yielded {
-                    let p = vc.pcpu;
+                    let p = self.vcpus[v as usize].pcpu;
                     self.schedule(p);
+                }
+                let vc = &mut self.vcpus[v as usize];
+                if vc.host == HostState::Running {
+                    vc.in_spin_loop = false;
+                    vc.dy_eligible = false;
                 }
             }
             After::Yield => {
@@ -584,7 +589,7 @@ impl Sim {
     fn access_done(&mut self, v: u32, w: SimWord, latency: u64) {
         let vc = &mut self.vcpus[v as usize];
         vc.last_read = (w, self.mem.version(w));
-        vc.access_latency += latency;
+        vc.access_latency = vc.access_latency.max(latency);
         if latency as f64 * self.costs.clock_ghz > self.ple.gap_cycles as f64 {
             // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
             vc.ple_spun_ns = 0;
@@ -634,31 +639,34 @@ impl Sim {
         vc.host_work = Some(HostWork { remaining: exit, after: After::HaltBlock });
     }
 
-    /// After the HLT exit: block unless a kick is already pending (`kvm_arch_vcpu_runnable`).
+    /// After the HLT exit: block unless the vCPU is runnable anyway (`kvm_arch_vcpu_runnable`: a
+    /// pending kick or interrupt, or an idle timer already due), in which case it re-enters.
     fn halt_block(&mut self, v: u32) {
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
+        let due = matches!(reason, HaltReason::Idle { wake_at } if wake_at <= now);
+        if vc.pv_unhalted || !vc.pending_ipis.is_empty() || due {
+            vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+            self.handle_pending_ipis(v);
+            return;
+        }
         let timer = match reason {
-            HaltReason::LockWait if vc.pv_unhalted => return,
             HaltReason::LockWait => {
                 let period = self.vms[vc.vm as usize].guest_tick_ns;
                 let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
                 Some(((now + period - phase) / period) * period + phase)
             }
-            HaltReason::Idle { wake_at } if wake_at <= now => return,
             HaltReason::Idle { wake_at } => Some(wake_at),
             HaltReason::Finished => None,
         };
-        if !vc.pending_ipis.is_empty() {
-            return;
-        }
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         if let Some(at) = timer {
             self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
         }
         let p = vc.pcpu;
         self.update_curr(p);
+        self.clear_buddies(p, v);
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Blocked;
         vc.state_since = now;
@@ -670,14 +678,14 @@ impl Sim {
     fn halt_returns(&mut self, v: u32, reason: HaltReason) {
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
+        // Leaving HLT consumes a pending kick whatever the halt was for.
+        vc.pv_unhalted = false;
+        let kicked = std::mem::take(&mut vc.kicked);
         match reason {
             HaltReason::LockWait => {
-                if vc.kicked {
-                    vc.kicked = false;
-                } else {
+                if !kicked {
                     vc.counters.spurious_wakeups += 1;
                 }
-                vc.pv_unhalted = false;
                 vc.response = (0, 0);
                 vc.act = Act::Ready;
                 self.poll_guest(v);
@@ -744,19 +752,39 @@ impl Sim {
         false
     }
 
-    /// An IPI is handled once its target runs: at once if running, at its next switch-in if
-    /// preempted, after a wake-up if halted.
+    /// An IPI is handled once its target runs: at once if running (an exit, the handler and a VM
+    /// entry on the target), at its next switch-in if preempted, after a wake-up if halted; one
+    /// arriving during an HLT exit keeps the halt from blocking.
     fn deliver_ipi(&mut self, from: u32, to: u32) {
+        let t = &mut self.vcpus[to as usize];
+        let halting = t.host_work.is_some_and(|hw| hw.after == After::HaltBlock);
+        t.pending_ipis.push(from);
+        match t.host {
+            HostState::Running if !halting => {
+                self.interrupt(to);
+                let t = &mut self.vcpus[to as usize];
+                if t.host_work.is_none() {
+                    t.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
+                }
+                self.handle_pending_ipis(to);
+                self.continue_if_running(to);
+            }
+            HostState::Running | HostState::Runnable => {}
+            HostState::Blocked => self.wake(to),
+        }
+    }
+
+    /// Add the handling of every pending IPI to the vCPU's host work; each is acknowledged when
+    /// its handler has run.
+    pub(crate) fn handle_pending_ipis(&mut self, v: u32) {
         let c = &self.costs;
         let handle = c.vm_exit + c.ipi_send + c.vm_entry;
-        let t = &mut self.vcpus[to as usize];
-        match t.host {
-            HostState::Running => self.q.push(self.now + handle, Event::IpiAck { from, to }),
-            HostState::Runnable => t.pending_ipis.push(from),
-            HostState::Blocked => {
-                t.pending_ipis.push(from);
-                self.wake(to);
-            }
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
+        for from in std::mem::take(&mut vc.pending_ipis) {
+            hw.remaining += handle;
+            self.q.push(now + hw.remaining, Event::IpiAck { from, to: v });
         }
     }
 
@@ -798,7 +826,7 @@ impl Sim {
             Note::LockRelease(l) => self.lock_release(v, lock_base + l),
             Note::WorkDone => {
                 if let Some(l) = self.vcpus[v as usize].releasing.take() {
-                    self.locks[l as usize].releasing = None;
+                    self.locks[l as usize].releasers -= 1;
                 }
                 let vc = &mut self.vcpus[v as usize];
                 vc.work_units += 1;

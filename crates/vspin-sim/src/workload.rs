@@ -91,7 +91,7 @@ impl Profile {
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
         }
-        let weights: Vec<f64> = (1..=p.locks).map(|k| 1.0 / (k as f64).powf(p.zipf_s)).collect();
+        let weights: Vec<f64> = (1..=p.locks).map(|k| 1.0 / libm::pow(k as f64, p.zipf_s)).collect();
         let total: f64 = weights.iter().sum();
         let mut acc = 0.0;
         p.cdf = weights.iter().map(|w| {
