@@ -34,6 +34,12 @@ pub struct EventQueue {
     popped: u64,
 }
 
+impl Default for EventQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl EventQueue {
     pub fn new() -> Self {
         EventQueue { heap: BinaryHeap::with_capacity(1024), seq: 0, popped: 0 }

@@ -115,13 +115,9 @@ impl Memory {
         if hit {
             return now + costs.hit_ns;
         }
-        let latency = if line.owner == u32::MAX || line.owner == pcpu {
-            costs.same_socket_ns
-        } else if self.socket_of[line.owner as usize] == self.socket_of[pcpu as usize] {
-            costs.same_socket_ns
-        } else {
-            costs.cross_socket_ns
-        };
+        // A line never written comes from memory; its cost is taken as an on-socket transfer.
+        let remote = line.owner != u32::MAX && self.socket_of[line.owner as usize] != self.socket_of[pcpu as usize];
+        let latency = if remote { costs.cross_socket_ns } else { costs.same_socket_ns };
         let done = now.max(line.busy_until) + latency;
         line.busy_until = done;
         match kind {
