@@ -72,6 +72,15 @@ impl<const BITS: u32> Layout<BITS> {
 
 pub struct PreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
+    timeout_unit: u64,
+}
+
+impl<P: Platform, const BITS: u32> PreemptableTicketLock<P, BITS> {
+    /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
+    pub fn with_timeout_unit(mut self, t: u64) -> Self {
+        self.timeout_unit = t;
+        self
+    }
 }
 
 impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, BITS> {
@@ -80,11 +89,11 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     const FIFO: bool = false;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
-        PreemptableTicketLock { word: mem.word(0) }
+        PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
     async fn lock(&self, p: &P) {
-        Layout::<BITS>::queue(p, &self.word, TIMEOUT_UNIT).await;
+        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
         while !Layout::<BITS>::try_take(p, &self.word).await {
             p.spin_until(&self.word, Until::masked_eq(Layout::<BITS>::LOCKED, 0), u64::MAX).await;
         }

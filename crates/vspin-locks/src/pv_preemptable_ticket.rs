@@ -24,9 +24,16 @@ use crate::pv_ticket::SPIN_THRESHOLD;
 
 pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
+    timeout_unit: u64,
 }
 
 impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
+    /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
+    pub fn with_timeout_unit(mut self, t: u64) -> Self {
+        self.timeout_unit = t;
+        self
+    }
+
     /// Halt until an unlock kicks us, unless the lock became free meanwhile.
     async fn wait(&self, p: &P) {
         let me = p.cpu();
@@ -63,11 +70,11 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
     const FIFO: bool = false;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
-        PvPreemptableTicketLock { word: mem.word(0) }
+        PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
     async fn lock(&self, p: &P) {
-        Layout::<BITS>::queue(p, &self.word, TIMEOUT_UNIT).await;
+        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
         loop {
             if Layout::<BITS>::try_take(p, &self.word).await {
                 return;

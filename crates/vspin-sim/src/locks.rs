@@ -13,7 +13,7 @@ macro_rules! guest_locks {
         }
 
         impl GuestLock {
-            pub(crate) fn new(kind: LockKind, mem: &mut Memory) -> Self {
+            fn build(kind: LockKind, mem: &mut Memory) -> Self {
                 match kind {
                     $(LockKind::$kind => GuestLock::$kind(RawSpinLock::new(mem)),)+
                 }
@@ -39,6 +39,17 @@ macro_rules! guest_locks {
             }
         }
     };
+}
+
+impl GuestLock {
+    /// The VM's lock, with the scenario's tuning applied (validated to fit the lock kind).
+    pub(crate) fn new(kind: LockKind, timeout_unit: Option<u64>, mem: &mut Memory) -> Self {
+        match (Self::build(kind, mem), timeout_unit) {
+            (GuestLock::PreemptableTicket(l), Some(t)) => GuestLock::PreemptableTicket(l.with_timeout_unit(t)),
+            (GuestLock::PvPreemptableTicket(l), Some(t)) => GuestLock::PvPreemptableTicket(l.with_timeout_unit(t)),
+            (lock, _) => lock,
+        }
+    }
 }
 
 guest_locks! {

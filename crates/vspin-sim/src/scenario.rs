@@ -278,6 +278,10 @@ pub struct VmConfig {
     /// Guest timer tick rate; a vCPU halted in the PV lock slow path wakes at its ticks.
     #[serde(default = "default_hz")]
     pub guest_hz: u32,
+    /// `t` of the preemptable ticket locks: PAUSE iterations of timeout per queue position
+    /// (default: the authors' `TIMEOUT_UNIT`, 16384).
+    #[serde(default)]
+    pub timeout_unit_pauses: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -403,6 +407,14 @@ impl Scenario {
             }
             if vm.work_units == Some(0) {
                 return Err(err(at("work_units"), "must be at least 1 (or absent to run for the duration)"));
+            }
+            if let Some(t) = vm.timeout_unit_pauses {
+                if !matches!(vm.lock, LockKind::PreemptableTicket | LockKind::PvPreemptableTicket) {
+                    return Err(err(at("timeout_unit_pauses"), format!("applies only to lock = \"preemptable-ticket\" or \"pv-preemptable-ticket\", not {:?}", vm.lock.name())));
+                }
+                if !(1..=1 << 30).contains(&t) {
+                    return Err(err(at("timeout_unit_pauses"), format!("{t} is out of range; allowed 1..=1073741824")));
+                }
             }
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;

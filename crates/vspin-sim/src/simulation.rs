@@ -164,7 +164,7 @@ impl Sim {
                 (0..vm.vcpus as usize * WORDS_PER_CPU + CpuMask::COUNT * chunks).map(|_| mem.word(0)).collect();
             let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
             let fifo = GuestLock::fifo(vm.lock);
-            let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, &mut mem)).collect();
+            let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut mem)).collect();
             sim.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id as u32, fifo)));
             for i in 0..vm.vcpus {
                 let affinity = match &vm.pin {

@@ -37,15 +37,20 @@ PAPER_AVERAGES = [5.32, 7.91, 1.08]
 
 SCALE = {"quick": {"seeds": (1, 2), "duration_ms": 300}, "full": {"seeds": (1, 2, 3, 4, 5), "duration_ms": 1000}}
 
+# Timeout units swept for the claim "performance is NOT t value sensitive" (the patch uses 2^14).
+T_SWEEP = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18)
+T_CLAIM_RANGE = (1 << 12, 1 << 16)
 
-def scenario(preset: str, vms: int, lock: str, seed: int, duration_ms: int) -> dict:
+
+def scenario(preset: str, vms: int, lock: str, seed: int, duration_ms: int, t: int | None = None) -> dict:
     return {
         "name": f"pticket-{preset}-x{vms}-{lock}",
         "seed": seed,
         "duration_ms": duration_ms,
         "host": {"cores_per_socket": 8, "clock_ghz": 2.6},
         "hypervisor": {"ple": {"policy": "off"}},
-        "vm": [{"name": f"vm{i}", "vcpus": 8, "pin": "none", "lock": lock, "workload": {"preset": preset}}
+        "vm": [{"name": f"vm{i}", "vcpus": 8, "pin": "none", "lock": lock, "workload": {"preset": preset},
+                **({"timeout_unit_pauses": t} if t is not None else {})}
                for i in range(vms)],
     }
 
@@ -59,7 +64,11 @@ class PTicket(Experiment):
         seeds, duration = SCALE[scale]["seeds"], SCALE[scale]["duration_ms"]
         keys = [(p, 2, lock, s) for p in ("hackbench", "ebizzy", "dvdstore") for lock in LOCKS for s in seeds]
         keys += [(p, 1, "ticket", s) for p in ("hackbench", "ebizzy") for s in seeds]
-        results = dict(zip(keys, runner.run_many([scenario(*k, duration) for k in keys])))
+        sweep = [(p, 2, lock, s, t) for p in ("hackbench", "dvdstore") for lock in LOCKS[2:] for t in T_SWEEP
+                 for s in seeds]
+        runs = runner.run_many([scenario(*k, duration) for k in keys] + [scenario(*k[:4], duration, k[4]) for k in sweep])
+        results = dict(zip(keys, runs[:len(keys)]))
+        swept = dict(zip(sweep, runs[len(keys):]))
         note = (f"8 pCPUs at 2.6 GHz, 8-vCPU VMs unpinned, PLE off (assumption), {duration} ms "
                 f"per run, seeds {list(seeds)}; throughput is the first VM's work units per second.")
 
@@ -82,6 +91,7 @@ class PTicket(Experiment):
                 paper=[Series("speedup", RATIO_LABELS, PAPER_SPEEDUPS[preset])]))
             checks += self._speedup_checks(preset, speedups[preset])
         figures.append(self._ebizzy(throughputs, note, checks))
+        figures.append(self._t_sensitivity(swept, seeds, note, checks))
         averages = [statistics.mean(speedups[p][i] for p in speedups) for i in range(len(RATIOS))]
         figures.append(Figure(
             id="summary", title="average speedups at x2 (hackbench, ebizzy, dvdstore)", metric="throughput ratio",
@@ -131,6 +141,25 @@ class PTicket(Experiment):
             Check(f"{preset}.pv_preemptable_close_to_pv_lock", preset, 0.9 <= s[2] <= 1.25,
                   f"pv-preemptable / pv-lock {s[2]:.2f}× (claim: 1.0–1.1×, accepted 0.9–1.25×; paper {paper[2]}×)"),
         ]
+
+    @staticmethod
+    def _t_sensitivity(swept, seeds, note, checks) -> Figure:
+        series = []
+        for preset in ("hackbench", "dvdstore"):
+            for lock in LOCKS[2:]:
+                y = [statistics.mean(swept[(preset, 2, lock, s, t)].raw["vms"][0]["throughput_per_s"] for s in seeds)
+                     for t in T_SWEEP]
+                series.append(Series(f"{preset} {PAPER_NAMES[lock]}", [t.bit_length() - 1 for t in T_SWEEP], y))
+                inside = [v for t, v in zip(T_SWEEP, y) if T_CLAIM_RANGE[0] <= t <= T_CLAIM_RANGE[1]]
+                spread = max(inside) / min(inside) if min(inside) else float("inf")
+                checks.append(Check(
+                    f"t_sensitivity.{preset}_{lock.replace('-', '_')}", "t_sensitivity", spread <= 1.25,
+                    f"{preset} {PAPER_NAMES[lock]}: throughput max/min {spread:.2f} over t = 2^12..2^16 "
+                    f"(claim: not sensitive to t; accepted ≤ 1.25)"))
+        return Figure(
+            id="t_sensitivity", title="throughput at x2 against the timeout unit t", metric="work units/s",
+            x_label="log2 t (PAUSEs per queue position)", y_label="work units/s", kind="line", note=note,
+            series=series, paper=[])
 
     @staticmethod
     def _ebizzy(throughputs, note, checks) -> Figure:
