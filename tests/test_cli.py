@@ -65,3 +65,23 @@ def test_set_overrides_from_the_command_line(examples, capsys):
 def test_set_without_equals_is_rejected(examples, capsys):
     assert main(["run", str(examples / "undercommitted.toml"), "--set", "vm.*.lock"]) == 2
     assert "PATH=VALUE" in capsys.readouterr().err
+
+
+def test_timeline_is_chrome_trace_json_of_the_window(examples, tmp_path, capsys):
+    path = tmp_path / "t.json"
+    args = ["run", str(examples / "ple-on-vs-off.toml"), "--duration-ms", "10", "--timeline", str(path),
+            "--timeline-ms", "2:4"]
+    assert main(args) == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {e["name"] for e in slices} >= {"compute", "spin", "host work"}
+    assert all(2000 <= e["ts"] and e["ts"] + e["dur"] <= 4000 + 1e-6 for e in slices)
+    assert any(e["ph"] == "i" and e["name"].startswith("acquire lock") for e in events)
+    assert any(e["ph"] == "M" and e["args"]["name"] == "VM a" for e in events)
+
+
+def test_timeline_window_must_be_ordered(examples, capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        main(["run", str(examples / "undercommitted.toml"), "--timeline", "x.json", "--timeline-ms", "5:1"])
+    assert "FROM < TO" in capsys.readouterr().err

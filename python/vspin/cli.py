@@ -14,8 +14,25 @@ def _settings(args: argparse.Namespace) -> dict:
     return dict(parse_setting(s) for s in args.set)
 
 
+def _window(text: str) -> tuple[float, float]:
+    start, sep, end = text.partition(":")
+    try:
+        window = (float(start), float(end))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO in ms, e.g. 0:50, got {text!r}") from None
+    if not sep or not 0 <= window[0] < window[1]:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO in ms with 0 <= FROM < TO, got {text!r}")
+    return window
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    result = run(args.scenario, _settings(args), seed=args.seed, duration_ms=args.duration_ms)
+    window = args.timeline_ms if args.timeline else None
+    result = run(args.scenario, _settings(args), timeline=window, seed=args.seed, duration_ms=args.duration_ms)
+    if args.timeline:
+        with open(args.timeline, "w") as f:
+            f.write(result.timeline)
+        print(f"timeline of {window[0]:g}..{window[1]:g} ms: {args.timeline} (open in https://ui.perfetto.dev)",
+              file=sys.stderr)
     text = result.to_json() if args.json else result.summary()
     if args.out:
         with open(args.out, "w") as f:
@@ -88,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write to this file instead of standard output")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="override any key, e.g. --set vm.*.lock=tas --set hypervisor.ple.policy=off")
+    p.add_argument("--timeline", metavar="PATH", help="write what every vCPU did as Chrome trace JSON (Perfetto)")
+    p.add_argument("--timeline-ms", type=_window, default=(0.0, 100.0), metavar="FROM:TO",
+                   help="the window the timeline covers, in simulated ms (default 0:100)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("validate", help="check scenario files without running them")

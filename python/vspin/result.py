@@ -19,9 +19,11 @@ def _flatten(row: dict) -> dict:
 class Result:
     """Metrics of a run: ``raw`` is the JSON document of ``vspin run --json``."""
 
-    def __init__(self, raw: dict, scenario: dict):
+    def __init__(self, raw: dict, scenario: dict, timeline: str | None = None):
         self.raw = raw
         self.scenario = scenario
+        self.timeline = timeline
+        """Chrome trace JSON of the recorded window, if one was asked for."""
 
     @property
     def vms(self) -> pd.DataFrame:

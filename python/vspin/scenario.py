@@ -108,12 +108,21 @@ def validate(scenario: Scenario, settings: dict[str, Any] | None = None, **overr
     return data
 
 
-def run(scenario: Scenario, settings: dict[str, Any] | None = None, **overrides: Any) -> Result:
+def run(scenario: Scenario, settings: dict[str, Any] | None = None,
+        timeline: tuple[float, float] | None = None, **overrides: Any) -> Result:
     """Simulate a scenario. Raises ScenarioError for bad input and RuntimeError if the run
-    broke an invariant (mutual exclusion, FIFO hand-off, lost wake-up)."""
+    broke an invariant (mutual exclusion, FIFO hand-off, lost wake-up).
+
+    ``timeline=(from_ms, to_ms)`` also records what every vCPU did in that window, as Chrome
+    trace JSON in ``Result.timeline`` (open it in https://ui.perfetto.dev or chrome://tracing).
+    """
     data = load_scenario(scenario, settings, **overrides)
+    trace = None
     try:
-        raw = _core.run_json(_to_json(data))
+        if timeline is None:
+            raw = _core.run_json(_to_json(data))
+        else:
+            raw, trace = _core.run_json_with_timeline(_to_json(data), float(timeline[0]), float(timeline[1]))
     except ValueError as e:
         raise ScenarioError(str(e)) from None
-    return Result(json.loads(raw), data)
+    return Result(json.loads(raw), data, trace)

@@ -18,6 +18,21 @@ fn run_json(py: Python<'_>, text: &str) -> PyResult<String> {
     Ok(serde_json::to_string(&result).expect("results serialize"))
 }
 
+/// Simulate a JSON scenario and record its timeline over `[from_ms, to_ms)`: returns
+/// `(result_json, chrome_trace_json)`.
+#[pyfunction]
+fn run_json_with_timeline(py: Python<'_>, text: &str, from_ms: f64, to_ms: f64) -> PyResult<(String, String)> {
+    let sc = vspin_sim::Scenario::from_json(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if !(from_ms >= 0.0 && to_ms > from_ms && to_ms.is_finite()) {
+        return Err(PyValueError::new_err(format!("timeline window {from_ms}..{to_ms} ms: need 0 <= from < to")));
+    }
+    let (from, to) = ((from_ms * 1e6) as u64, (to_ms * 1e6) as u64);
+    let (result, trace) = py
+        .detach(|| vspin_sim::run_with_timeline(&sc, from, to))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok((serde_json::to_string(&result).expect("results serialize"), trace))
+}
+
 /// Simulate a scenario and time it: returns `(result_json, wall_seconds)`.
 #[pyfunction]
 fn bench_json(py: Python<'_>, text: &str) -> PyResult<(String, f64)> {
@@ -36,6 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_json, m)?)?;
+    m.add_function(wrap_pyfunction!(run_json_with_timeline, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -28,6 +28,7 @@ impl Sim {
                 }
                 let r = self.yield_to(me, v);
                 if r > 0 {
+                    self.trace_instant(me, || format!("directed yield to vCPU {i}"));
                     self.vms[vm].last_boosted = i;
                     self.vcpus[me as usize].counters.directed_yields += 1;
                     return true;

@@ -39,6 +39,7 @@ mod monitor;
 mod ple;
 mod scheduler;
 mod simulation;
+mod timeline;
 mod vcpu;
 mod workload;
 
@@ -49,6 +50,12 @@ pub use simulation::InvariantViolation;
 /// Simulate a validated scenario.
 pub fn run(scenario: &Scenario) -> Result<RunResult, InvariantViolation> {
     simulation::Sim::new(scenario).run()
+}
+
+/// Simulate a scenario and also return its timeline between `from_ns` and `to_ns` as Chrome
+/// trace JSON (open it in Perfetto).
+pub fn run_with_timeline(scenario: &Scenario, from_ns: u64, to_ns: u64) -> Result<(RunResult, String), InvariantViolation> {
+    simulation::Sim::new(scenario).with_timeline(from_ns, to_ns).run_traced()
 }
 
 /// Parse, validate and simulate a TOML scenario; errors are human-readable.

@@ -96,6 +96,8 @@ impl Sim {
         lock.holder = Some(v);
         lock.lwp_counted = false;
         lock.suspect_lost_wakeup = false;
+        let local = l - self.lock_base(self.locks[l as usize].vm);
+        self.trace_instant(v, || format!("acquire lock {local}"));
         let vc = &mut self.vcpus[v as usize];
         vc.waiting = None;
         vc.held = Some(l);
@@ -107,6 +109,8 @@ impl Sim {
             let msg = format!("release: {} released {} it does not hold", self.name_vcpu(v), self.name_lock(l));
             self.violations.push(msg);
         }
+        let local = l - self.lock_base(self.locks[l as usize].vm);
+        self.trace_instant(v, || format!("release lock {local}"));
         let lock = &mut self.locks[l as usize];
         lock.holder = None;
         lock.holder_preempted = false;

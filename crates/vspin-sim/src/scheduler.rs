@@ -143,6 +143,8 @@ impl Sim {
         let c = &self.costs;
         let (switch, wakeup, entry) = (c.context_switch, c.wakeup, c.vm_entry);
         let ple = self.ple.clone();
+        let since = self.vcpus[v as usize].state_since;
+        self.trace_slice(v, "preempted", since, now);
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Runnable);
         vc.time.waiting_ns += now - vc.state_since;

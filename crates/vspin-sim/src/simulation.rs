@@ -11,6 +11,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{DirectedYieldKind, PleConfig, PlePolicy, Pinning, Scenario};
+use crate::timeline::Timeline;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
 use crate::workload::{guest_thread, Profile};
 use std::future::Future;
@@ -81,6 +82,7 @@ pub struct Sim {
     /// Spinning vCPUs per word.
     watchers: Vec<Vec<u32>>,
     pub(crate) violations: Vec<String>,
+    pub(crate) timeline: Option<Timeline>,
     stop: bool,
     name: String,
     seed: u64,
@@ -151,6 +153,7 @@ impl Sim {
             guests: Vec::new(),
             watchers: Vec::new(),
             violations: Vec::new(),
+            timeline: None,
             stop: false,
             name: sc.name.clone(),
             seed: sc.seed,
@@ -241,8 +244,28 @@ impl Sim {
         sim
     }
 
+    /// Record a timeline of `[from, to)` (ns) during the run.
+    pub(crate) fn with_timeline(mut self, from: Time, to: Time) -> Self {
+        self.timeline = Some(Timeline::new(from, to));
+        self
+    }
+
+    /// Run, returning the result and the timeline's Chrome trace JSON.
+    pub(crate) fn run_traced(mut self) -> Result<(RunResult, String), InvariantViolation> {
+        self.simulate()?;
+        let timeline = self.timeline.take();
+        let vms: Vec<(String, u32)> = self.vms.iter().map(|vm| (vm.name.clone(), vm.vcpus)).collect();
+        let result = self.finish();
+        Ok((result, timeline.map(|t| t.into_json(&vms)).unwrap_or_default()))
+    }
+
     /// Run to the end of the scenario's duration (or until every VM with a target is done).
     pub fn run(mut self) -> Result<RunResult, InvariantViolation> {
+        self.simulate()?;
+        Ok(self.finish())
+    }
+
+    fn simulate(&mut self) -> Result<(), InvariantViolation> {
         for p in 0..self.pcpus.len() as u32 {
             self.schedule(p);
         }
@@ -275,7 +298,23 @@ impl Sim {
                 return Err(InvariantViolation(std::mem::take(&mut self.violations)));
             }
         }
-        Ok(self.finish())
+        Ok(())
+    }
+
+    /// Record an interval of vCPU `v` on the timeline, if one is being recorded.
+    pub(crate) fn trace_slice(&mut self, v: u32, name: &str, start: Time, end: Time) {
+        if let Some(t) = self.timeline.as_mut() {
+            let vc = &self.vcpus[v as usize];
+            t.slice(vc.vm, vc.index, name, start, end);
+        }
+    }
+
+    /// Record a point event of vCPU `v` on the timeline, if one is being recorded.
+    pub(crate) fn trace_instant(&mut self, v: u32, name: impl FnOnce() -> String) {
+        if let Some(t) = self.timeline.as_mut() {
+            let vc = &self.vcpus[v as usize];
+            t.instant(vc.vm, vc.index, name(), self.now);
+        }
     }
 
     // ----- running a vCPU -------------------------------------------------------------------
@@ -346,6 +385,16 @@ impl Sim {
     fn account(&mut self, v: u32) {
         let now = self.now;
         let pause_ps = self.costs.pause_ps;
+        let vc = &self.vcpus[v as usize];
+        let (start, kind) = (vc.seg_start, match (vc.host_work, vc.act) {
+            (Some(_), _) => "host work",
+            (None, Act::Compute { .. }) => "compute",
+            (None, Act::Spin { .. } | Act::Delayed { .. }) => "spin",
+            (None, _) => "",
+        });
+        if !kind.is_empty() && start < now {
+            self.trace_slice(v, kind, start, now);
+        }
         let vc = &mut self.vcpus[v as usize];
         let el = now - vc.seg_start;
         vc.seg_start = now;
@@ -507,6 +556,7 @@ impl Sim {
                 false
             }
             Req::Kick(cpu) => {
+                self.trace_instant(v, || format!("kick vCPU {cpu}"));
                 let target = self.vms[self.vcpus[v as usize].vm as usize].first_vcpu + cpu;
                 let vc = &mut self.vcpus[v as usize];
                 vc.counters.kicks += 1;
@@ -616,6 +666,7 @@ impl Sim {
     /// A PAUSE-loop exit: grow the window, look for a vCPU to yield to, pay the exit.
     fn ple_exit(&mut self, v: u32) {
         let ple = self.ple.clone();
+        self.trace_instant(v, || "PLE exit".into());
         let vc = &mut self.vcpus[v as usize];
         vc.counters.ple_exits += 1;
         vc.ple_window = crate::ple::grow(&ple, vc.ple_window);
@@ -800,6 +851,8 @@ impl Sim {
     /// Make a blocked vCPU runnable and let the scheduler decide whether it preempts.
     pub(crate) fn wake(&mut self, v: u32) {
         let now = self.now;
+        let since = self.vcpus[v as usize].state_since;
+        self.trace_slice(v, "halted", since, now);
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Blocked);
         let el = now - vc.state_since;
@@ -847,7 +900,7 @@ impl Sim {
         true
     }
 
-    fn lock_base(&self, vm: u32) -> u32 {
+    pub(crate) fn lock_base(&self, vm: u32) -> u32 {
         self.locks.partition_point(|l| l.vm < vm) as u32
     }
 
@@ -857,6 +910,12 @@ impl Sim {
         let now = self.now;
         for v in 0..self.vcpus.len() as u32 {
             self.interrupt(v);
+            let (host, since) = (self.vcpus[v as usize].host, self.vcpus[v as usize].state_since);
+            match host {
+                HostState::Runnable => self.trace_slice(v, "preempted", since, now),
+                HostState::Blocked => self.trace_slice(v, "halted", since, now),
+                HostState::Running => {}
+            }
             let vc = &mut self.vcpus[v as usize];
             let el = now - vc.state_since;
             match vc.host {
