@@ -56,6 +56,13 @@ impl Sim {
         format!("vCPU {} of VM {:?}", vc.index, self.vms[vc.vm as usize].name)
     }
 
+    fn trace_lock(&mut self, v: u32, l: u32, what: &str) {
+        if self.timeline.is_some() {
+            let local = l - self.lock_base(self.locks[l as usize].vm);
+            self.trace_instant(v, || format!("{what} lock {local}"));
+        }
+    }
+
     pub(crate) fn lock_begin(&mut self, v: u32, l: u32) {
         self.vcpus[v as usize].waiting = Some(l);
         let lock = &mut self.locks[l as usize];
@@ -96,8 +103,7 @@ impl Sim {
         lock.holder = Some(v);
         lock.lwp_counted = false;
         lock.suspect_lost_wakeup = false;
-        let local = l - self.lock_base(self.locks[l as usize].vm);
-        self.trace_instant(v, || format!("acquire lock {local}"));
+        self.trace_lock(v, l, "acquire");
         let vc = &mut self.vcpus[v as usize];
         vc.waiting = None;
         vc.held = Some(l);
@@ -109,8 +115,7 @@ impl Sim {
             let msg = format!("release: {} released {} it does not hold", self.name_vcpu(v), self.name_lock(l));
             self.violations.push(msg);
         }
-        let local = l - self.lock_base(self.locks[l as usize].vm);
-        self.trace_instant(v, || format!("release lock {local}"));
+        self.trace_lock(v, l, "release");
         let lock = &mut self.locks[l as usize];
         lock.holder = None;
         lock.holder_preempted = false;

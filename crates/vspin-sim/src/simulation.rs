@@ -385,15 +385,17 @@ impl Sim {
     fn account(&mut self, v: u32) {
         let now = self.now;
         let pause_ps = self.costs.pause_ps;
-        let vc = &self.vcpus[v as usize];
-        let (start, kind) = (vc.seg_start, match (vc.host_work, vc.act) {
-            (Some(_), _) => "host work",
-            (None, Act::Compute { .. }) => "compute",
-            (None, Act::Spin { .. } | Act::Delayed { .. }) => "spin",
-            (None, _) => "",
-        });
-        if !kind.is_empty() && start < now {
-            self.trace_slice(v, kind, start, now);
+        if self.timeline.is_some() {
+            let vc = &self.vcpus[v as usize];
+            let kind = match (vc.host_work, vc.act) {
+                (Some(_), _) => "host work",
+                (None, Act::Compute { .. }) => "compute",
+                (None, Act::Spin { .. } | Act::Delayed { .. }) => "spin",
+                (None, _) => "",
+            };
+            if !kind.is_empty() {
+                self.trace_slice(v, kind, vc.seg_start, now);
+            }
         }
         let vc = &mut self.vcpus[v as usize];
         let el = now - vc.seg_start;
