@@ -387,14 +387,17 @@ impl Sim {
         let pause_ps = self.costs.pause_ps;
         if self.timeline.is_some() {
             let vc = &self.vcpus[v as usize];
-            let kind = match (vc.host_work, vc.act) {
-                (Some(_), _) => "host work",
-                (None, Act::Compute { .. }) => "compute",
-                (None, Act::Spin { .. } | Act::Delayed { .. }) => "spin",
-                (None, _) => "",
+            let local = |l: u32| l - self.lock_base(vc.vm);
+            let name = match (vc.host_work, vc.act, vc.held, vc.waiting) {
+                (Some(_), ..) => Some("host work".to_string()),
+                (None, Act::Compute { .. }, Some(l), _) => Some(format!("critical section, lock {}", local(l))),
+                (None, Act::Compute { .. }, None, _) => Some("compute".to_string()),
+                (None, Act::Spin { .. } | Act::Delayed { .. }, _, Some(l)) => Some(format!("wait for lock {}", local(l))),
+                (None, Act::Spin { .. } | Act::Delayed { .. }, _, None) => Some("unlock / IPI wait".to_string()),
+                _ => None,
             };
-            if !kind.is_empty() {
-                self.trace_slice(v, kind, vc.seg_start, now);
+            if let Some(name) = name {
+                self.trace_slice(v, &name, vc.seg_start, now);
             }
         }
         let vc = &mut self.vcpus[v as usize];

@@ -1,8 +1,8 @@
 //! An optional timeline of a run, in the Chrome trace event format (opens in Perfetto or
 //! `chrome://tracing`): one process per VM, one thread per vCPU, a slice for every interval a
-//! vCPU spent computing, spinning (lock code), in host work (exits, entries, switches), waiting to
-//! run (preempted) or halted, and instants for lock acquisitions and releases, PLE exits, kicks
-//! and directed yields. Only the requested window is recorded, so long runs stay cheap.
+//! vCPU spent computing (in or out of a critical section), waiting for a lock, in unlock or IPI
+//! waits, in host work (exits, entries, switches), waiting to run (preempted) or halted, and
+//! instants for lock acquisitions and releases, PLE exits, kicks and directed yields. Only the requested window is recorded, so long runs stay cheap.
 use crate::engine::Time;
 use serde::Serialize;
 
