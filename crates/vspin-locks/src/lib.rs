@@ -7,6 +7,8 @@
 //! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair).
 //! - [`ticket`]: the plain x86 ticket lock (FIFO).
 //! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
+//! - [`oticket`]: OTICKET (APSys'15) and its design alternatives: distance-based spinning and
+//!   early wake-ups on top of the PV ticket lock (FIFO, halts).
 //! - [`preemptable_ticket`]: the preemptable ticket lock of VEE'13 (FIFO until a waiter times
 //!   out, then timed-out waiters may overtake a preempted one).
 //! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
@@ -17,6 +19,7 @@
 //! lock.lock(&cpu).await;   // critical section
 //! lock.unlock(&cpu).await;
 //! ```
+pub mod oticket;
 pub mod platform;
 pub mod preemptable_ticket;
 pub mod pv_preemptable_ticket;
@@ -25,6 +28,7 @@ pub mod tas;
 pub mod ticket;
 
 pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;
 pub use pv_ticket::PvTicketLock;

@@ -42,65 +42,63 @@ fn tickets_equal(a: u64, b: u64) -> bool {
     (a ^ b) & !TICKET_SLOWPATH_FLAG & 0xffff == 0
 }
 
+/// `__ticket_check_and_clear_slowpath`: once the last waiter got the lock, clear the flag so
+/// that later unlocks skip the kick scan.
+pub(crate) async fn check_and_clear_slowpath<P: Platform>(p: &P, word: &P::Word, head: u64) {
+    if head & TICKET_SLOWPATH_FLAG != 0 {
+        let new_head = head & !TICKET_SLOWPATH_FLAG;
+        let tail = TAIL.get(new_head + TICKET_LOCK_INC);
+        let old = TAIL.with(HEAD.with(0, head), tail);
+        let new = TAIL.with(HEAD.with(0, new_head), tail);
+        let _ = p.compare_exchange(word, old, new).await;
+    }
+}
+
+/// `kvm_lock_spinning(lock, want)` (arch/x86/kernel/kvm.c, v3.19).
+pub(crate) async fn lock_spinning<P: Platform>(p: &P, word: &P::Word, want: u64) {
+    let me = p.cpu();
+    let w_lock = p.per_cpu(me, PerCpuSlot::PvWaitLock);
+    let w_want = p.per_cpu(me, PerCpuSlot::PvWaitWant);
+    p.store(w_lock, 0).await;
+    p.store(w_want, want).await;
+    p.store(w_lock, p.addr(word)).await;
+    let mask = p.cpumask(CpuMask::PvWaiting, me / 64);
+    p.fetch_or(mask, 1 << (me % 64)).await;
+    // __ticket_enter_slowpath: set_bit(0, &lock->tickets.head)
+    p.fetch_or(word, TICKET_SLOWPATH_FLAG).await;
+    let head = HEAD.get(p.load(word).await);
+    if !tickets_equal(head, want) {
+        p.halt().await;
+    }
+    p.fetch_and(mask, !(1 << (me % 64))).await;
+    p.store(w_lock, 0).await;
+}
+
+/// `kvm_unlock_kick(lock, ticket)`: kick exactly the CPU waiting for `ticket`.
+pub(crate) async fn unlock_kick<P: Platform>(p: &P, word: &P::Word, ticket: u64) {
+    let lock = p.addr(word);
+    for chunk in 0..p.nr_cpus().div_ceil(64) {
+        let mut waiting = p.load(p.cpumask(CpuMask::PvWaiting, chunk)).await;
+        while waiting != 0 {
+            let cpu: CpuId = chunk * 64 + waiting.trailing_zeros();
+            waiting &= waiting - 1;
+            if p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitLock)).await == lock
+                && p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitWant)).await == ticket
+            {
+                p.kick(cpu).await;
+                return;
+            }
+        }
+    }
+}
+
 /// The spin condition `__tickets_equal(head, want)`.
-fn head_reaches(want: u64) -> Until {
+pub(crate) fn head_reaches(want: u64) -> Until {
     Until::masked_eq(HEAD.mask() & !TICKET_SLOWPATH_FLAG, want)
 }
 
 pub struct PvTicketLock<P: Platform> {
     head_tail: P::Word,
-}
-
-impl<P: Platform> PvTicketLock<P> {
-    /// `__ticket_check_and_clear_slowpath`: once the last waiter got the lock, clear the flag so
-    /// that later unlocks skip the kick scan.
-    async fn check_and_clear_slowpath(&self, p: &P, head: u64) {
-        if head & TICKET_SLOWPATH_FLAG != 0 {
-            let new_head = head & !TICKET_SLOWPATH_FLAG;
-            let tail = TAIL.get(new_head + TICKET_LOCK_INC);
-            let old = TAIL.with(HEAD.with(0, head), tail);
-            let new = TAIL.with(HEAD.with(0, new_head), tail);
-            let _ = p.compare_exchange(&self.head_tail, old, new).await;
-        }
-    }
-
-    /// `kvm_lock_spinning(lock, want)` (arch/x86/kernel/kvm.c, v3.19).
-    async fn lock_spinning(&self, p: &P, want: u64) {
-        let me = p.cpu();
-        let w_lock = p.per_cpu(me, PerCpuSlot::PvWaitLock);
-        let w_want = p.per_cpu(me, PerCpuSlot::PvWaitWant);
-        p.store(w_lock, 0).await;
-        p.store(w_want, want).await;
-        p.store(w_lock, p.addr(&self.head_tail)).await;
-        let mask = p.cpumask(CpuMask::PvWaiting, me / 64);
-        p.fetch_or(mask, 1 << (me % 64)).await;
-        // __ticket_enter_slowpath: set_bit(0, &lock->tickets.head)
-        p.fetch_or(&self.head_tail, TICKET_SLOWPATH_FLAG).await;
-        let head = HEAD.get(p.load(&self.head_tail).await);
-        if !tickets_equal(head, want) {
-            p.halt().await;
-        }
-        p.fetch_and(mask, !(1 << (me % 64))).await;
-        p.store(w_lock, 0).await;
-    }
-
-    /// `kvm_unlock_kick(lock, ticket)`: kick exactly the CPU waiting for `ticket`.
-    async fn unlock_kick(&self, p: &P, ticket: u64) {
-        let lock = p.addr(&self.head_tail);
-        for chunk in 0..p.nr_cpus().div_ceil(64) {
-            let mut waiting = p.load(p.cpumask(CpuMask::PvWaiting, chunk)).await;
-            while waiting != 0 {
-                let cpu: CpuId = chunk * 64 + waiting.trailing_zeros();
-                waiting &= waiting - 1;
-                if p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitLock)).await == lock
-                    && p.load(p.per_cpu(cpu, PerCpuSlot::PvWaitWant)).await == ticket
-                {
-                    p.kick(cpu).await;
-                    return;
-                }
-            }
-        }
-    }
 }
 
 impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
@@ -120,10 +118,10 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
         loop {
             let seen = p.spin_until(&self.head_tail, head_reaches(want), SPIN_THRESHOLD).await;
             if let SpinOutcome::Satisfied(v) = seen {
-                self.check_and_clear_slowpath(p, HEAD.get(v)).await;
+                check_and_clear_slowpath(p, &self.head_tail, HEAD.get(v)).await;
                 return;
             }
-            self.lock_spinning(p, want).await;
+            lock_spinning(p, &self.head_tail, want).await;
         }
     }
 
@@ -131,7 +129,7 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
         let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
         if old_head & TICKET_SLOWPATH_FLAG != 0 {
             let next = (old_head & !TICKET_SLOWPATH_FLAG).wrapping_add(TICKET_LOCK_INC) & 0xffff;
-            self.unlock_kick(p, next).await;
+            unlock_kick(p, &self.head_tail, next).await;
         }
     }
 }

@@ -329,3 +329,26 @@ fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
     }
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
 }
+
+#[test]
+fn oticket_and_its_variants_are_fifo_across_the_wrap_and_lose_no_wakeup() {
+    for seed in 1..=8 {
+        assert_fifo(&run::<OTicketLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<OpportunisticSpinLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<OpportunisticWakeupLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<LongerSpinningLock<Cpu>>(4, 60, WRAP16, seed, true));
+    }
+}
+
+#[test]
+fn oticket_far_waiters_halt_and_are_woken_early() {
+    // Only waiters at least TICKET_QUEUE_WAIT (18) tickets from the head spin as little as
+    // 2^15 PAUSEs, so the queue must be deeper than that for anyone to halt.
+    let mut halts = 0;
+    for seed in 1..=4 {
+        let o = run::<OTicketLock<Cpu>>(20, 8, WRAP16, seed, true);
+        assert_fifo(&o);
+        halts += o.halts;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}

@@ -3,7 +3,10 @@
 use crate::guest::SimCpu;
 use crate::memory::Memory;
 use crate::scenario::LockKind;
-use vspin_locks::{PreemptableTicketLock, PvPreemptableTicketLock, PvTicketLock, RawSpinLock, TasLock, TicketLock};
+use vspin_locks::{
+    LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
+    PvPreemptableTicketLock, PvTicketLock, RawSpinLock, TasLock, TicketLock,
+};
 
 /// Declares the enum of guest locks and forwards each call to the algorithm.
 macro_rules! guest_locks {
@@ -58,4 +61,8 @@ guest_locks! {
     PvTicket => PvTicketLock,
     PreemptableTicket => PreemptableTicketLock,
     PvPreemptableTicket => PvPreemptableTicketLock,
+    Oticket => OTicketLock,
+    OticketSpinOnly => OpportunisticSpinLock,
+    OticketWakeupOnly => OpportunisticWakeupLock,
+    LongerSpinning => LongerSpinningLock,
 }

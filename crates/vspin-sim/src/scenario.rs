@@ -60,6 +60,10 @@ named_values!(LockKind {
     "pv-ticket" => PvTicket,
     "preemptable-ticket" => PreemptableTicket,
     "pv-preemptable-ticket" => PvPreemptableTicket,
+    "oticket" => Oticket,
+    "oticket-spin-only" => OticketSpinOnly,
+    "oticket-wakeup-only" => OticketWakeupOnly,
+    "longer-spinning" => LongerSpinning,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -235,6 +239,10 @@ pub enum LockKind {
     PvTicket,
     PreemptableTicket,
     PvPreemptableTicket,
+    Oticket,
+    OticketSpinOnly,
+    OticketWakeupOnly,
+    LongerSpinning,
 }
 
 impl LockKind {
@@ -245,6 +253,10 @@ impl LockKind {
             LockKind::PvTicket => "pv-ticket",
             LockKind::PreemptableTicket => "preemptable-ticket",
             LockKind::PvPreemptableTicket => "pv-preemptable-ticket",
+            LockKind::Oticket => "oticket",
+            LockKind::OticketSpinOnly => "oticket-spin-only",
+            LockKind::OticketWakeupOnly => "oticket-wakeup-only",
+            LockKind::LongerSpinning => "longer-spinning",
         }
     }
 }

@@ -6,7 +6,17 @@ use vspin_sim::Scenario;
 
 fn scenario() -> impl Strategy<Value = String> {
     (
-        (prop::sample::select(vec!["tas", "ticket", "pv-ticket", "preemptable-ticket", "pv-preemptable-ticket"]), prop::sample::select(vec!["off", "fixed", "kvm"])),
+        (prop::sample::select(vec![
+            "tas",
+            "ticket",
+            "pv-ticket",
+            "preemptable-ticket",
+            "pv-preemptable-ticket",
+            "oticket",
+            "oticket-spin-only",
+            "oticket-wakeup-only",
+            "longer-spinning",
+        ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
         (prop::sample::select(vec!["off", "kvm"]), 1u32..=2, 1u32..=3),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),

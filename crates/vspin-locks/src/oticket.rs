@@ -1,0 +1,123 @@
+//! OTICKET, the opportunistic ticket spinlock (Kim et al., APSys'15), and the design
+//! alternatives the paper evaluates.
+//!
+//! The paravirtual ticket lock of Linux 4.0 ([`pv_ticket`](crate::pv_ticket)) with two changes
+//! (the paper's Figure 5):
+//! - **Opportunistic spinning.** A waiter `dist` tickets behind the head spins
+//!   `SPIN_MAX_THRESHOLD >> (dist − 1)` PAUSEs before halting when `dist < TICKET_QUEUE_WAIT`,
+//!   else the stock `SPIN_THRESHOLD`. The next waiter effectively never halts (2^34 PAUSEs);
+//!   far waiters halt early and give their pCPU away. The distance is taken once, when the ticket
+//!   is drawn.
+//! - **Opportunistic wake-up.** An unlock that finds the slow-path flag kicks the waiters of the
+//!   next `OPPORTUNISTIC_WAKEUP_NCPU` tickets, not only the next one, so that they are running
+//!   and spinning again by their turn, hiding the wake-up latency.
+//!
+//! ```text
+//!   lock:   t = xadd(tail, 2).tail; dist = (t − head)/2
+//!           threshold = dist < 18 ? 2^34 >> (dist−1) : 2^15
+//!           ┌─▶ spin ≤ threshold PAUSEs for head≈t ──yes──▶ HELD (clear flag if last)
+//!           │                │ exhausted
+//!           └── HALTED ◀── kvm_lock_spinning (as pv-ticket) ◀┘
+//!   unlock: old = xadd(head, 2); if old.head & SLOWPATH:
+//!               for k in 1..=4: kick the CPU waiting for ticket old.head + 2k
+//! ```
+//!
+//! The const parameters select the paper's variants (type aliases below): `SPIN` is the spin
+//! policy (stock, opportunistic, or always the maximum: "longer spinning") and `WAKE` how many
+//! next tickets an unlock kicks.
+use crate::platform::{Platform, RawSpinLock, SpinOutcome, WordAlloc};
+use crate::pv_ticket::{
+    check_and_clear_slowpath, head_reaches, lock_spinning, unlock_kick, SPIN_THRESHOLD, TICKET_LOCK_INC,
+    TICKET_SLOWPATH_FLAG,
+};
+use crate::ticket::{HEAD, TAIL};
+
+/// The paper's constants (Figure 5, Linux 4.0).
+pub const SPIN_MAX_THRESHOLD: u64 = 1 << 34;
+pub const TICKET_QUEUE_WAIT: u64 = 18;
+pub const OPPORTUNISTIC_WAKEUP_NCPU: u64 = 4;
+
+/// Spin policies for the `SPIN` parameter.
+pub const STOCK_SPIN: u8 = 0;
+pub const OPPORTUNISTIC_SPIN: u8 = 1;
+pub const LONGER_SPIN: u8 = 2;
+
+pub struct OpportunisticTicketLock<P: Platform, const SPIN: u8, const WAKE: u64> {
+    head_tail: P::Word,
+}
+
+/// OTICKET: opportunistic spinning and opportunistic wake-up.
+pub type OTicketLock<P> = OpportunisticTicketLock<P, OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU>;
+/// The paper's "opportunistic spinning only" (Figure 6).
+pub type OpportunisticSpinLock<P> = OpportunisticTicketLock<P, OPPORTUNISTIC_SPIN, 1>;
+/// The paper's "opportunistic wake-up only" (Figure 6).
+pub type OpportunisticWakeupLock<P> = OpportunisticTicketLock<P, STOCK_SPIN, OPPORTUNISTIC_WAKEUP_NCPU>;
+/// The paper's "longer spinning" alternative (Figure 9): threshold = `SPIN_MAX_THRESHOLD`.
+pub type LongerSpinningLock<P> = OpportunisticTicketLock<P, LONGER_SPIN, 1>;
+
+/// `__ticket_distance(head, tail)`: tickets between the head and ours.
+fn distance(head: u64, tail: u64) -> u64 {
+    (tail.wrapping_sub(head & !TICKET_SLOWPATH_FLAG) & HEAD.mask()) / TICKET_LOCK_INC
+}
+
+impl<P: Platform, const SPIN: u8, const WAKE: u64> OpportunisticTicketLock<P, SPIN, WAKE> {
+    fn threshold(dist: u64) -> u64 {
+        match SPIN {
+            OPPORTUNISTIC_SPIN if dist < TICKET_QUEUE_WAIT => SPIN_MAX_THRESHOLD >> (dist - 1),
+            LONGER_SPIN => SPIN_MAX_THRESHOLD,
+            _ => SPIN_THRESHOLD,
+        }
+    }
+}
+
+impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for OpportunisticTicketLock<P, SPIN, WAKE> {
+    const NAME: &'static str = match (SPIN, WAKE) {
+        (OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU) => "oticket",
+        (OPPORTUNISTIC_SPIN, _) => "oticket-spin-only",
+        (STOCK_SPIN, _) => "oticket-wakeup-only",
+        _ => "longer-spinning",
+    };
+    const FIFO: bool = true;
+
+    fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        OpportunisticTicketLock { head_tail: mem.word(0) }
+    }
+
+    async fn lock(&self, p: &P) {
+        let old = p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await;
+        let want = TAIL.get(old);
+        if HEAD.get(old) == want {
+            return;
+        }
+        let threshold = Self::threshold(distance(HEAD.get(old), want));
+        loop {
+            if let SpinOutcome::Satisfied(v) = p.spin_until(&self.head_tail, head_reaches(want), threshold).await {
+                check_and_clear_slowpath(p, &self.head_tail, HEAD.get(v)).await;
+                return;
+            }
+            lock_spinning(p, &self.head_tail, want).await;
+        }
+    }
+
+    async fn unlock(&self, p: &P) {
+        let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
+        if old_head & TICKET_SLOWPATH_FLAG != 0 {
+            let head = old_head & !TICKET_SLOWPATH_FLAG;
+            for k in 1..=WAKE {
+                unlock_kick(p, &self.head_tail, head.wrapping_add(k * TICKET_LOCK_INC) & HEAD.mask()).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_ignores_the_flag_and_wraps() {
+        assert_eq!(distance(4, 10), 3);
+        assert_eq!(distance(5, 10), distance(4, 10), "the slow-path flag in head is ignored");
+        assert_eq!(distance(0xfffe, 2), 2);
+    }
+}
