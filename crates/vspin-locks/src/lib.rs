@@ -9,6 +9,8 @@
 //! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
 //! - [`oticket`]: OTICKET (APSys'15) and its design alternatives: distance-based spinning and
 //!   early wake-ups on top of the PV ticket lock (FIFO, halts).
+//! - [`iticket`]: ITICKET, the PV ticket lock with a per-lock threshold doubled at every
+//!   slow-path entry (an OTICKET-paper alternative; FIFO, halts).
 //! - [`preemptable_ticket`]: the preemptable ticket lock of VEE'13 (FIFO until a waiter times
 //!   out, then timed-out waiters may overtake a preempted one).
 //! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
@@ -19,6 +21,7 @@
 //! lock.lock(&cpu).await;   // critical section
 //! lock.unlock(&cpu).await;
 //! ```
+pub mod iticket;
 pub mod oticket;
 pub mod platform;
 pub mod preemptable_ticket;
@@ -28,6 +31,7 @@ pub mod tas;
 pub mod ticket;
 
 pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+pub use iticket::ITicketLock;
 pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;

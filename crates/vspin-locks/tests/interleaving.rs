@@ -337,6 +337,7 @@ fn oticket_and_its_variants_are_fifo_across_the_wrap_and_lose_no_wakeup() {
         assert_fifo(&run::<OpportunisticSpinLock<Cpu>>(4, 60, WRAP16, seed, true));
         assert_fifo(&run::<OpportunisticWakeupLock<Cpu>>(4, 60, WRAP16, seed, true));
         assert_fifo(&run::<LongerSpinningLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<ITicketLock<Cpu>>(4, 60, WRAP16, seed, true));
     }
 }
 

@@ -4,7 +4,7 @@ use crate::guest::SimCpu;
 use crate::memory::Memory;
 use crate::scenario::LockKind;
 use vspin_locks::{
-    LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
+    ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
     PvPreemptableTicketLock, PvTicketLock, RawSpinLock, TasLock, TicketLock,
 };
 
@@ -65,4 +65,5 @@ guest_locks! {
     OticketSpinOnly => OpportunisticSpinLock,
     OticketWakeupOnly => OpportunisticWakeupLock,
     LongerSpinning => LongerSpinningLock,
+    Iticket => ITicketLock,
 }

@@ -64,6 +64,7 @@ named_values!(LockKind {
     "oticket-spin-only" => OticketSpinOnly,
     "oticket-wakeup-only" => OticketWakeupOnly,
     "longer-spinning" => LongerSpinning,
+    "iticket" => Iticket,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -243,6 +244,7 @@ pub enum LockKind {
     OticketSpinOnly,
     OticketWakeupOnly,
     LongerSpinning,
+    Iticket,
 }
 
 impl LockKind {
@@ -257,6 +259,7 @@ impl LockKind {
             LockKind::OticketSpinOnly => "oticket-spin-only",
             LockKind::OticketWakeupOnly => "oticket-wakeup-only",
             LockKind::LongerSpinning => "longer-spinning",
+            LockKind::Iticket => "iticket",
         }
     }
 }

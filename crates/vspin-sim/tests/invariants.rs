@@ -16,6 +16,7 @@ fn scenario() -> impl Strategy<Value = String> {
             "oticket-spin-only",
             "oticket-wakeup-only",
             "longer-spinning",
+            "iticket",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
         (prop::sample::select(vec!["off", "kvm"]), 1u32..=2, 1u32..=3),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
