@@ -21,8 +21,7 @@
 use crate::oticket::SPIN_MAX_THRESHOLD;
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, unlock_kick, SPIN_THRESHOLD, TICKET_LOCK_INC,
-    TICKET_SLOWPATH_FLAG,
+    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, unlock_and_kick, SPIN_THRESHOLD,
 };
 use crate::ticket::{HEAD, TAIL};
 
@@ -54,11 +53,8 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     }
 
     async fn lock(&self, p: &P) {
-        let old = p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await;
+        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
         let want = TAIL.get(old);
-        if HEAD.get(old) == want {
-            return;
-        }
         let mut threshold = SPIN_THRESHOLD << SHIFT.get(old);
         loop {
             match p.spin_until(&self.head_tail, head_reaches(want), threshold).await {
@@ -74,10 +70,6 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     }
 
     async fn unlock(&self, p: &P) {
-        let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
-        if old_head & TICKET_SLOWPATH_FLAG != 0 {
-            let next = (old_head & !TICKET_SLOWPATH_FLAG).wrapping_add(TICKET_LOCK_INC) & HEAD.mask();
-            unlock_kick(p, &self.head_tail, next).await;
-        }
+        unlock_and_kick(p, &self.head_tail, 1).await;
     }
 }

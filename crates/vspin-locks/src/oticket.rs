@@ -27,8 +27,8 @@
 //! next tickets an unlock kicks.
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, unlock_kick, SPIN_THRESHOLD, TICKET_LOCK_INC,
-    TICKET_SLOWPATH_FLAG,
+    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, unlock_and_kick, SPIN_THRESHOLD,
+    TICKET_LOCK_INC, TICKET_SLOWPATH_FLAG,
 };
 use crate::ticket::{HEAD, TAIL};
 
@@ -84,11 +84,8 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
     }
 
     async fn lock(&self, p: &P) {
-        let old = p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await;
+        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
         let want = TAIL.get(old);
-        if HEAD.get(old) == want {
-            return;
-        }
         let threshold = Self::threshold(distance(HEAD.get(old), want));
         loop {
             if let SpinOutcome::Satisfied(v) = p.spin_until(&self.head_tail, head_reaches(want), threshold).await {
@@ -100,13 +97,7 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
     }
 
     async fn unlock(&self, p: &P) {
-        let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
-        if old_head & TICKET_SLOWPATH_FLAG != 0 {
-            let head = old_head & !TICKET_SLOWPATH_FLAG;
-            for k in 1..=WAKE {
-                unlock_kick(p, &self.head_tail, head.wrapping_add(k * TICKET_LOCK_INC) & HEAD.mask()).await;
-            }
-        }
+        unlock_and_kick(p, &self.head_tail, WAKE).await;
     }
 }
 

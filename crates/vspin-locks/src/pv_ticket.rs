@@ -92,6 +92,25 @@ pub(crate) async fn unlock_kick<P: Platform>(p: &P, word: &P::Word, ticket: u64)
     }
 }
 
+/// Draw a ticket (`xadd` on `tail`); `None` if the lock was free (uncontended fast path), else
+/// the old lock word, whose `tail` is our ticket.
+pub(crate) async fn take_ticket<P: Platform>(p: &P, word: &P::Word) -> Option<u64> {
+    let old = p.fetch_add_field(word, TAIL, TICKET_LOCK_INC).await;
+    (HEAD.get(old) != TAIL.get(old)).then_some(old)
+}
+
+/// `arch_spin_unlock` with the PV key on: advance `head`; if a waiter may be halted (slow-path
+/// flag), kick the CPUs waiting for the next `wake` tickets (1 in Linux, 4 in OTICKET).
+pub(crate) async fn unlock_and_kick<P: Platform>(p: &P, word: &P::Word, wake: u64) {
+    let old_head = HEAD.get(p.fetch_add_field(word, HEAD, TICKET_LOCK_INC).await);
+    if old_head & TICKET_SLOWPATH_FLAG != 0 {
+        let head = old_head & !TICKET_SLOWPATH_FLAG;
+        for k in 1..=wake {
+            unlock_kick(p, word, head.wrapping_add(k * TICKET_LOCK_INC) & HEAD.mask()).await;
+        }
+    }
+}
+
 /// The spin condition `__tickets_equal(head, want)`.
 pub(crate) fn head_reaches(want: u64) -> Until {
     Until::masked_eq(HEAD.mask() & !TICKET_SLOWPATH_FLAG, want)
@@ -110,11 +129,8 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     }
 
     async fn lock(&self, p: &P) {
-        let old = p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await;
+        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
         let want = TAIL.get(old);
-        if HEAD.get(old) == want {
-            return;
-        }
         loop {
             let seen = p.spin_until(&self.head_tail, head_reaches(want), SPIN_THRESHOLD).await;
             if let SpinOutcome::Satisfied(v) = seen {
@@ -126,10 +142,6 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     }
 
     async fn unlock(&self, p: &P) {
-        let old_head = HEAD.get(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await);
-        if old_head & TICKET_SLOWPATH_FLAG != 0 {
-            let next = (old_head & !TICKET_SLOWPATH_FLAG).wrapping_add(TICKET_LOCK_INC) & 0xffff;
-            unlock_kick(p, &self.head_tail, next).await;
-        }
+        unlock_and_kick(p, &self.head_tail, 1).await;
     }
 }
