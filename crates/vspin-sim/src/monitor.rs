@@ -47,8 +47,7 @@ impl LockState {
 impl Sim {
     fn name_lock(&self, l: u32) -> String {
         let vm = self.locks[l as usize].vm;
-        let base = self.locks.partition_point(|x| x.vm < vm) as u32;
-        format!("lock {} of VM {:?}", l - base, self.vms[vm as usize].name)
+        format!("lock {} of VM {:?}", l - self.lock_base(vm), self.vms[vm as usize].name)
     }
 
     fn name_vcpu(&self, v: u32) -> String {

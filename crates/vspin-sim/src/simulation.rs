@@ -57,6 +57,7 @@ pub(crate) struct Vm {
     pub workload: String,
     pub first_vcpu: u32,
     pub vcpus: u32,
+    pub first_lock: u32,
     pub guest_tick_ns: u64,
     pub target: Option<u64>,
     pub work_units: u64,
@@ -167,6 +168,7 @@ impl Sim {
                 (0..vm.vcpus as usize * WORDS_PER_CPU + CpuMask::COUNT * chunks).map(|_| mem.word(0)).collect();
             let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
             let fifo = GuestLock::fifo(vm.lock);
+            let first_lock = sim.locks.len() as u32;
             let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut mem)).collect();
             sim.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id as u32, fifo)));
             for i in 0..vm.vcpus {
@@ -232,6 +234,7 @@ impl Sim {
                 workload: format!("{:?}", vm.workload.preset).to_lowercase(),
                 first_vcpu: first,
                 vcpus: vm.vcpus,
+                first_lock,
                 guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
                 target: vm.work_units,
                 work_units: 0,
@@ -905,8 +908,9 @@ impl Sim {
         true
     }
 
+    /// Global index of the VM's first lock.
     pub(crate) fn lock_base(&self, vm: u32) -> u32 {
-        self.locks.partition_point(|l| l.vm < vm) as u32
+        self.vms[vm as usize].first_lock
     }
 
     // ----- results ----------------------------------------------------------------------------
