@@ -29,6 +29,8 @@
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::ticket::{HEAD, TAIL};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1).
 pub const SPIN_THRESHOLD: u64 = 1 << 15;
@@ -111,6 +113,17 @@ pub(crate) async fn unlock_and_kick<P: Platform>(p: &P, word: &P::Word, wake: u6
     }
 }
 
+/// `arch_spin_trylock` with the PV key on: draw a ticket only if it is served at once; the
+/// slow-path flag of a free lock is stale (no waiter is left to kick) and is cleared on the way.
+pub(crate) async fn try_take_ticket<P: Platform>(p: &P, word: &P::Word) -> bool {
+    let old = p.load(word).await;
+    if !tickets_equal(HEAD.get(old), TAIL.get(old)) {
+        return false;
+    }
+    let new = TAIL.add(old, TICKET_LOCK_INC) & !TICKET_SLOWPATH_FLAG;
+    p.compare_exchange(word, old, new).await.is_ok()
+}
+
 /// The spin condition `__tickets_equal(head, want)`.
 pub(crate) fn head_reaches(want: u64) -> Until {
     Until::masked_eq(HEAD.mask() & !TICKET_SLOWPATH_FLAG, want)
@@ -144,4 +157,13 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     async fn unlock(&self, p: &P) {
         unlock_and_kick(p, &self.head_tail, 1).await;
     }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        try_take_ticket(p, &self.head_tail).await
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for PvTicketLock<Native> {
+    const INIT: Self = PvTicketLock { head_tail: Native::word(0) };
 }
