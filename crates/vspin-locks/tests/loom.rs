@@ -1,0 +1,109 @@
+//! `loom` models of every algorithm on the native platform: all interleavings (up to a
+//! preemption bound) of a few threads, under the C++ memory model with the orderings `native`
+//! chooses.
+//!
+//! Checked in each execution:
+//! - mutual exclusion: the counter is a `loom` `UnsafeCell`, and loom fails the model when two
+//!   threads are ever inside it together (and the final count is exact);
+//! - no lost wake-up: `halt` is a real wait (the futex is modelled with a loom mutex and
+//!   condition variable), so a kick that never comes leaves threads blocked, which loom reports
+//!   as a deadlock; a waiter spinning forever for it exceeds loom's branch budget.
+//!
+//! Keeping the state space small: each execution builds a fresh [`Machine`] of
+//! `MAX_CPUS = 4` whose bounded spins are cut to one PAUSE ([`Machine::with_spin_cap`]), so the
+//! kernel's 2^14 – 2^34 PAUSE thresholds end at once and the halt/kick slow paths are reached in
+//! a few steps; a PAUSE is a `loom` yield. Run with `scripts/loom.sh` (release build; a few
+//! minutes on 2 cores).
+#![cfg(loom)]
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::AtomicU64;
+use loom::sync::Arc;
+use vspin_locks::native::{block_on, Machine, Native};
+use vspin_locks::*;
+
+struct Words;
+
+impl WordAlloc<AtomicU64> for Words {
+    fn word(&mut self, init: u64) -> AtomicU64 {
+        AtomicU64::new(init)
+    }
+}
+
+struct Shared<L> {
+    lock: L,
+    count: UnsafeCell<u64>,
+}
+
+// SAFETY: `count` is only touched with `lock` held, which is what loom checks.
+unsafe impl<L: Sync> Sync for Shared<L> {}
+unsafe impl<L: Send> Send for Shared<L> {}
+
+/// Acquire `rounds` times, the last one (when `try_first`) starting with a `try_lock`.
+fn work<L: RawSpinLock<Native>>(p: Native, s: &Shared<L>, rounds: u64, try_first: bool) {
+    for round in 0..rounds {
+        let taken = try_first && round + 1 == rounds && block_on(s.lock.try_lock(&p));
+        if !taken {
+            block_on(s.lock.lock(&p));
+        }
+        s.count.with_mut(|c| unsafe { *c += 1 });
+        block_on(s.lock.unlock(&p));
+    }
+}
+
+/// `threads` threads (the model's main thread included) acquiring `rounds` times each, with at
+/// most `preemptions` preemptions per execution unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u64, preemptions: usize) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(preemptions));
+    builder.check(move || {
+        // A fresh machine per execution; loom objects must not outlive it, so it is leaked.
+        let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1)));
+        let p = Native::on(machine);
+        let shared = Arc::new(Shared { lock: L::new(&mut Words), count: UnsafeCell::new(0) });
+        let others: Vec<_> = (1..threads)
+            .map(|i| {
+                let s = shared.clone();
+                loom::thread::spawn(move || work(p, &s, rounds, i == 1))
+            })
+            .collect();
+        work(p, &shared, rounds, false);
+        for t in others {
+            t.join().unwrap();
+        }
+        let total = shared.count.with(|c| unsafe { *c });
+        assert_eq!(total, threads * rounds, "{}: lost updates", L::NAME);
+    });
+}
+
+/// Three threads are explored with fewer preemptions when two waiters can spin without bound
+/// (TAS, ticket, the preemptable lock's `locked` bit): every PAUSE is a loom yield, a free
+/// scheduling point, and two spinners yielding to each other multiply the executions beyond
+/// minutes. The PV locks halt after one PAUSE here, and a halted thread is not scheduled.
+macro_rules! models {
+    ($($name:ident: $lock:ty, $three_thread_preemptions:expr;)*) => {$(
+        mod $name {
+            use super::*;
+            #[test]
+            fn two_threads_twice() {
+                model::<$lock>(2, 2, 2);
+            }
+            #[test]
+            fn three_threads_once() {
+                model::<$lock>(3, 1, $three_thread_preemptions);
+            }
+        }
+    )*};
+}
+
+models! {
+    tas: TasLock<Native>, 1;
+    ticket: TicketLock<Native>, 1;
+    pv_ticket: PvTicketLock<Native>, 2;
+    oticket: OTicketLock<Native>, 2;
+    oticket_spin_only: OpportunisticSpinLock<Native>, 2;
+    oticket_wakeup_only: OpportunisticWakeupLock<Native>, 2;
+    longer_spinning: LongerSpinningLock<Native>, 2;
+    iticket: ITicketLock<Native>, 2;
+    preemptable_ticket: PreemptableTicketLock<Native>, 1;
+    pv_preemptable_ticket: PvPreemptableTicketLock<Native>, 2;
+}
