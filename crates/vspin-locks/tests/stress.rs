@@ -15,7 +15,7 @@
 //! No test can hang: workers report completion on a channel and the test fails when `DEADLINE`
 //! passes first.
 use std::cell::UnsafeCell;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 use vspin_locks::mutex::{ConstInit, NativeRaw};
 use vspin_locks::native::{block_on, Machine, Native};
@@ -58,9 +58,12 @@ fn run_workers(per_thread: u64, work: impl Fn(u64) + Send + Sync + 'static) {
     let work = Arc::new(work);
     let (done, finished) = mpsc::channel();
     let n = threads();
+    // All workers start together, or early ones finish before late ones are spawned.
+    let start = Arc::new(Barrier::new(n));
     for _ in 0..n {
-        let (work, done) = (work.clone(), done.clone());
+        let (work, done, start) = (work.clone(), done.clone(), start.clone());
         std::thread::spawn(move || {
+            start.wait();
             for i in 0..per_thread {
                 work(i);
             }
