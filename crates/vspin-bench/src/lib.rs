@@ -1,0 +1,408 @@
+//! # vspin-bench
+//!
+//! The vspin locks on real threads, against `std::sync::Mutex`, `parking_lot::Mutex` and
+//! `spin::TicketMutex`, compared through one tiny trait ([`BenchLock`]) in the manner of
+//! `parking_lot`'s benchmark crate.
+//!
+//! A contended run starts `T` threads that each loop
+//! `{ lock; critical section of cs_ns; unlock; think for think_ns }` for `seconds`, and reports
+//! - throughput: acquisitions per second, all threads together;
+//! - fairness: the most acquisitions of one thread over the fewest (`None` when a thread never
+//!   got the lock: starvation is not a finite ratio);
+//! - the 99th percentile of the time `lock()` took, sampled on every `sample_every`-th
+//!   acquisition into a per-thread log-linear histogram (16 sub-buckets per power of two, so
+//!   values are within 1/16 below the truth), keeping clock reads off most iterations.
+//!
+//! The critical section and the think time are busy loops of increments (on the protected
+//! counter and on a local) whose length in iterations is calibrated against the clock once per
+//! run. With more threads than cores, the OS scheduler preempts lock holders and queued waiters,
+//! as a hypervisor preempts vCPUs; that is the point of running at 2×–8× the core count.
+//!
+//! An uncontended measurement (one thread, `lock; counter += 1; unlock` in a loop) gives each
+//! lock's fast-path cost in nanoseconds per pair.
+//!
+//! [`run_json`] takes and returns JSON (the Python `vspin bench-locks` command calls it).
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+use vspin_locks::mutex::*;
+
+/// What the benchmark needs of a lock protecting a counter.
+pub trait BenchLock: Send + Sync + 'static {
+    fn new() -> Self;
+    /// Run `f` on the counter with the lock held.
+    fn with(&self, f: impl FnOnce(&mut u64));
+}
+
+impl<R: lock_api::RawMutex + Send + Sync + 'static> BenchLock for lock_api::Mutex<R, u64> {
+    fn new() -> Self {
+        lock_api::Mutex::new(0)
+    }
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.lock())
+    }
+}
+
+impl BenchLock for std::sync::Mutex<u64> {
+    fn new() -> Self {
+        std::sync::Mutex::new(0)
+    }
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+}
+
+impl BenchLock for spin::mutex::TicketMutex<u64> {
+    fn new() -> Self {
+        spin::mutex::TicketMutex::new(0)
+    }
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.lock())
+    }
+}
+
+/// Every lock the benchmark knows, by name: the vspin algorithms (their simulator names), then
+/// the baselines.
+pub const LOCKS: &[&str] = &[
+    "tas",
+    "ticket",
+    "pv-ticket",
+    "oticket",
+    "oticket-spin-only",
+    "oticket-wakeup-only",
+    "longer-spinning",
+    "iticket",
+    "preemptable-ticket",
+    "pv-preemptable-ticket",
+    "std",
+    "parking_lot",
+    "spin-ticket",
+];
+
+/// Call `$f::<lock type>($args)` for the lock named `$name` (one of [`LOCKS`]).
+macro_rules! with_lock {
+    ($name:expr, $f:ident($($args:expr),*)) => {
+        match $name {
+            "tas" => $f::<TasMutex<u64>>($($args),*),
+            "ticket" => $f::<TicketMutex<u64>>($($args),*),
+            "pv-ticket" => $f::<PvTicketMutex<u64>>($($args),*),
+            "oticket" => $f::<OTicketMutex<u64>>($($args),*),
+            "oticket-spin-only" => $f::<OpportunisticSpinMutex<u64>>($($args),*),
+            "oticket-wakeup-only" => $f::<OpportunisticWakeupMutex<u64>>($($args),*),
+            "longer-spinning" => $f::<LongerSpinningMutex<u64>>($($args),*),
+            "iticket" => $f::<ITicketMutex<u64>>($($args),*),
+            "preemptable-ticket" => $f::<PreemptableTicketMutex<u64>>($($args),*),
+            "pv-preemptable-ticket" => $f::<PvPreemptableTicketMutex<u64>>($($args),*),
+            "std" => $f::<std::sync::Mutex<u64>>($($args),*),
+            "parking_lot" => $f::<parking_lot::Mutex<u64>>($($args),*),
+            "spin-ticket" => $f::<spin::mutex::TicketMutex<u64>>($($args),*),
+            other => unreachable!("lock {other:?} passed validation"),
+        }
+    };
+}
+
+/// A benchmark run. Every field has a default, so `{}` is a valid configuration.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Thread counts to run each lock at (default 1, cores, 2×, 4× and 8× cores).
+    pub threads: Vec<usize>,
+    /// Seconds per (lock, thread count).
+    pub seconds: f64,
+    /// Critical-section length.
+    pub cs_ns: u64,
+    /// Time between an unlock and the next lock.
+    pub think_ns: u64,
+    /// Locks to measure (default: all of [`LOCKS`]).
+    pub locks: Vec<String>,
+    /// Time `lock()` on every n-th acquisition.
+    pub sample_every: u64,
+    /// Also measure each lock alone on one thread.
+    pub uncontended: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let c = cores();
+        let mut threads = vec![1, c, 2 * c, 4 * c, 8 * c];
+        threads.dedup();
+        Config {
+            threads,
+            seconds: 1.0,
+            cs_ns: 100,
+            think_ns: 200,
+            locks: LOCKS.iter().map(|s| s.to_string()).collect(),
+            sample_every: 8,
+            uncontended: true,
+        }
+    }
+}
+
+impl Config {
+    /// Reject what cannot be run, naming the field and what it allows.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.threads.is_empty() || self.threads.contains(&0) {
+            return Err(format!("threads: every count must be at least 1, got {:?}", self.threads));
+        }
+        if !(self.seconds > 0.0 && self.seconds.is_finite()) {
+            return Err(format!("seconds: must be a positive number, got {}", self.seconds));
+        }
+        if self.sample_every == 0 {
+            return Err("sample_every: must be at least 1".into());
+        }
+        if self.locks.is_empty() {
+            return Err(format!("locks: name at least one of {}", LOCKS.join(", ")));
+        }
+        for lock in &self.locks {
+            if !LOCKS.contains(&lock.as_str()) {
+                return Err(format!("locks: unknown lock {lock:?}; allowed: {}", LOCKS.join(", ")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One (lock, thread count) measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub lock: String,
+    pub threads: usize,
+    pub ops_per_sec: f64,
+    /// Most over fewest acquisitions of one thread; `None` if a thread never acquired.
+    pub fairness_max_min: Option<f64>,
+    /// `None` if no acquisition was sampled.
+    pub p99_acquire_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineInfo {
+    pub cores: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub machine: MachineInfo,
+    pub config: Config,
+    pub results: Vec<Row>,
+    /// Lock + unlock on one thread, nanoseconds per pair.
+    pub uncontended_ns: BTreeMap<String, f64>,
+}
+
+/// Cores available to this process.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Run the benchmark.
+pub fn run(config: &Config) -> Result<Report, String> {
+    config.validate()?;
+    let work = Work::calibrate();
+    let mut uncontended_ns = BTreeMap::new();
+    let mut results = Vec::new();
+    for lock in &config.locks {
+        if config.uncontended {
+            uncontended_ns.insert(lock.clone(), with_lock!(lock.as_str(), uncontended()));
+        }
+        for &threads in &config.threads {
+            let (ops_per_sec, fairness_max_min, p99_acquire_ns) =
+                with_lock!(lock.as_str(), contended(threads, config, &work));
+            results.push(Row { lock: lock.clone(), threads, ops_per_sec, fairness_max_min, p99_acquire_ns });
+        }
+    }
+    Ok(Report { machine: MachineInfo { cores: cores() }, config: config.clone(), results, uncontended_ns })
+}
+
+/// Run a JSON [`Config`]; the report as JSON, or an error naming the bad field.
+pub fn run_json(config: &str) -> Result<String, String> {
+    let config: Config = serde_json::from_str(config).map_err(|e| format!("bench config: {e}"))?;
+    let report = run(&config)?;
+    Ok(serde_json::to_string(&report).expect("reports serialize"))
+}
+
+/// Busy-loop lengths, in iterations, for the configured nanoseconds.
+struct Work {
+    ns_per_iteration: f64,
+}
+
+impl Work {
+    fn calibrate() -> Self {
+        let n = 2_000_000;
+        let mut x = 0u64;
+        let t = Instant::now();
+        spin(&mut x, n);
+        Work { ns_per_iteration: t.elapsed().as_nanos() as f64 / n as f64 }
+    }
+
+    fn iterations(&self, ns: u64) -> u64 {
+        (ns as f64 / self.ns_per_iteration).round() as u64
+    }
+}
+
+/// `n` dependent increments the compiler cannot fold.
+#[inline]
+fn spin(x: &mut u64, n: u64) {
+    for _ in 0..n {
+        *x = black_box(*x).wrapping_add(1);
+    }
+}
+
+fn uncontended<L: BenchLock>() -> f64 {
+    let lock = L::new();
+    let batch = 100_000;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..batch {
+            black_box(&lock).with(|c| *c += 1);
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / batch as f64);
+    }
+    best
+}
+
+/// Throughput, fairness and p99 acquisition latency of `threads` threads on one lock.
+fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64, Option<f64>, Option<u64>) {
+    let lock = Arc::new(L::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(threads + 1));
+    let (cs, think) = (work.iterations(config.cs_ns).max(1), work.iterations(config.think_ns));
+    let every = config.sample_every;
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (lock, stop, start) = (lock.clone(), stop.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut histogram = Histogram::default();
+                let mut local = 0u64;
+                let mut n = 0u64;
+                start.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let t0 = (n % every == 0).then(Instant::now);
+                    lock.with(|counter| {
+                        if let Some(t0) = t0 {
+                            histogram.record(t0.elapsed());
+                        }
+                        spin(counter, cs);
+                    });
+                    n += 1;
+                    spin(&mut local, think);
+                }
+                (n, histogram)
+            })
+        })
+        .collect();
+    start.wait();
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(config.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let done: Vec<(u64, Histogram)> = workers.into_iter().map(|w| w.join().expect("bench thread")).collect();
+    let elapsed = t.elapsed().as_secs_f64();
+    let counts: Vec<u64> = done.iter().map(|(n, _)| *n).collect();
+    let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
+    let mut histogram = Histogram::default();
+    for (_, h) in &done {
+        histogram.merge(h);
+    }
+    let ops = counts.iter().sum::<u64>() as f64 / elapsed;
+    (ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99))
+}
+
+/// Log-linear histogram of nanoseconds: exact below 16, then 16 buckets per power of two.
+struct Histogram {
+    buckets: Vec<u64>,
+}
+
+const SUB_BITS: u32 = 4;
+const SUB: u64 = 1 << SUB_BITS;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { buckets: vec![0; (64 - SUB_BITS as usize + 1) * SUB as usize] }
+    }
+}
+
+impl Histogram {
+    fn index(ns: u64) -> usize {
+        if ns < SUB {
+            return ns as usize;
+        }
+        let log = 63 - ns.leading_zeros();
+        let sub = (ns >> (log - SUB_BITS)) & (SUB - 1);
+        ((log - SUB_BITS + 1) as u64 * SUB + sub) as usize
+    }
+
+    /// The smallest value of bucket `i`.
+    fn floor(i: usize) -> u64 {
+        let (i, sub) = (i as u64 / SUB, i as u64 % SUB);
+        if i == 0 {
+            sub
+        } else {
+            (SUB + sub) << (i - 1)
+        }
+    }
+
+    fn record(&mut self, d: Duration) {
+        self.buckets[Self::index(d.as_nanos().min(u64::MAX as u128) as u64)] += 1;
+    }
+
+    fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+    }
+
+    fn quantile(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.buckets.iter().sum();
+        let rank = ((total as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if n > 0 && seen >= rank {
+                return Some(Self::floor(i));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_within_a_sixteenth() {
+        for ns in [0, 1, 15, 16, 17, 31, 32, 33, 1000, 123_456_789, u64::MAX] {
+            let floor = Histogram::floor(Histogram::index(ns));
+            assert!(floor <= ns && ns - floor <= ns / 16, "{ns} in bucket from {floor}");
+        }
+        let mut h = Histogram::default();
+        (1..=100).for_each(|ns| h.record(Duration::from_nanos(ns)));
+        assert_eq!(h.quantile(0.99), Some(96), "99 falls in the bucket 96..100");
+        assert_eq!(Histogram::default().quantile(0.99), None);
+    }
+
+    #[test]
+    fn bad_configs_name_the_field() {
+        let bad = |json: &str| run_json(json).unwrap_err();
+        assert!(bad(r#"{"locks": ["nope"]}"#).contains("locks: unknown lock \"nope\"; allowed: tas, ticket"));
+        assert!(bad(r#"{"threads": [0]}"#).starts_with("threads"));
+        assert!(bad(r#"{"seconds": -1}"#).starts_with("seconds"));
+        assert!(bad(r#"{"thread": [1]}"#).contains("unknown field `thread`"));
+    }
+
+    #[test]
+    fn every_lock_runs_and_reports_plausible_numbers() {
+        let config = Config { threads: vec![1, 2], seconds: 0.02, uncontended: true, ..Config::default() };
+        let report = run(&config).unwrap();
+        assert_eq!(report.results.len(), LOCKS.len() * 2);
+        for row in &report.results {
+            assert!(row.ops_per_sec > 0.0, "{row:?}");
+        }
+        assert!(report.uncontended_ns.values().all(|&ns| ns > 0.0 && ns < 10_000.0));
+    }
+}
