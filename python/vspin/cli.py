@@ -66,6 +66,32 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,4, got {text!r}") from None
+
+
+def _cmd_bench_locks(args: argparse.Namespace) -> int:
+    from vspin.bench_locks import BenchConfigError, bench_locks, plot, table
+
+    locks = [x.strip() for x in args.locks.split(",") if x.strip()] if args.locks else None
+    try:
+        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks)
+    except BenchConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(table(report))
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    if args.plot:
+        plot(report, args.plot)
+    print(f"report: {args.json}" + (f", plot: {args.plot}" if args.plot else ""), file=sys.stderr)
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -120,6 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser("bench-locks", help="benchmark the locks on real threads against std, parking_lot, spin")
+    p.add_argument("--threads", type=_int_list, metavar="LIST",
+                   help="thread counts, e.g. 1,2,4,8 (default: 1, cores, 2x, 4x, 8x cores)")
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds per lock and thread count (default 1)")
+    p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
+    p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
+    p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: all)")
+    p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--plot", metavar="FILE.png", help="draw throughput against threads (log y)")
+    p.set_defaults(func=_cmd_bench_locks)
 
     p = sub.add_parser("reproduce", help="reproduce a seed paper's experiments into a report")
     p.add_argument("name", help="experiment name, or all")

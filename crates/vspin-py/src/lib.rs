@@ -46,12 +46,27 @@ fn bench_json(py: Python<'_>, text: &str) -> PyResult<(String, f64)> {
     Ok((serde_json::to_string(&result).expect("results serialize"), secs))
 }
 
+/// Benchmark the locks on real threads (`vspin_bench`) with a JSON configuration; returns the
+/// report as JSON. Raises `ValueError` naming the bad field. Runs without the GIL.
+#[pyfunction]
+fn bench_locks_json(py: Python<'_>, config: &str) -> PyResult<String> {
+    py.detach(|| vspin_bench::run_json(config)).map_err(PyValueError::new_err)
+}
+
+/// The lock names `bench_locks_json` accepts.
+#[pyfunction]
+fn bench_lock_names() -> Vec<&'static str> {
+    vspin_bench::LOCKS.to_vec()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_json_with_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_locks_json, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_lock_names, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,82 @@
+"""The locks on real threads: throughput, fairness and tail latency against std, parking_lot and spin.
+
+The measurement runs in the Rust crate ``vspin-bench`` (threads, a calibrated busy critical
+section and think time, the OS scheduler preempting holders and waiters when there are more
+threads than cores); this module validates the options, shapes the report and draws it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from vspin import _core
+
+
+class BenchConfigError(ValueError):
+    """A bad option; the message names it and what it allows."""
+
+
+def lock_names() -> list[str]:
+    """Every lock the benchmark knows: the vspin algorithms, then std, parking_lot, spin-ticket."""
+    return list(_core.bench_lock_names())
+
+
+def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
+                think_ns: int = 200, locks: list[str] | None = None) -> dict:
+    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns"}``.
+
+    ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
+    """
+    allowed = lock_names()
+    if threads is not None and (not threads or min(threads) < 1):
+        raise BenchConfigError(f"--threads: every count must be at least 1, got {threads}")
+    if not seconds > 0:
+        raise BenchConfigError(f"--seconds: must be a positive number, got {seconds}")
+    for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
+        if value < 0:
+            raise BenchConfigError(f"{name}: must be at least 0, got {value}")
+    for lock in locks or []:
+        if lock not in allowed:
+            raise BenchConfigError(f"--locks: unknown lock {lock!r}; allowed: {', '.join(allowed)}")
+    config: dict = {"seconds": seconds, "cs_ns": cs_ns, "think_ns": think_ns}
+    if threads is not None:
+        config["threads"] = threads
+    if locks:
+        config["locks"] = locks
+    return json.loads(_core.bench_locks_json(json.dumps(config)))
+
+
+def table(report: dict) -> str:
+    """Lock x threads: ops/s, fairness (max/min acquisitions per thread), p99 lock() latency."""
+    lines = [f"{'lock':<22} {'threads':>7} {'ops/s':>14} {'fairness':>9} {'p99 ns':>10}"]
+    for r in report["results"]:
+        fair = "starved" if r["fairness_max_min"] is None else f"{r['fairness_max_min']:.2f}"
+        p99 = "-" if r["p99_acquire_ns"] is None else f"{r['p99_acquire_ns']:,}"
+        lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['ops_per_sec']:>14,.0f} {fair:>9} {p99:>10}")
+    if report.get("uncontended_ns"):
+        lines.append("")
+        lines.append("uncontended lock+unlock (ns): " + ", ".join(
+            f"{lock} {ns:.1f}" for lock, ns in report["uncontended_ns"].items()))
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: str) -> None:
+    """Throughput against thread count, one line per lock, log y."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for lock in dict.fromkeys(r["lock"] for r in report["results"]):
+        rows = [r for r in report["results"] if r["lock"] == lock]
+        ax.plot([r["threads"] for r in rows], [max(r["ops_per_sec"], 1e-3) for r in rows], marker="o", label=lock)
+    ax.set_yscale("log")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("acquisitions per second")
+    ax.set_title(f"locks on {report['machine']['cores']} cores")
+    ax.axvline(report["machine"]["cores"], color="grey", linestyle=":", linewidth=1)
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

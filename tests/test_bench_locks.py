@@ -1,0 +1,34 @@
+import json
+
+from vspin.cli import main
+
+
+def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
+    out = tmp_path / "locks.json"
+    args = ["bench-locks", "--locks", "oticket,parking_lot", "--threads", "1,2", "--seconds", "0.05",
+            "--json", str(out), "--plot", str(tmp_path / "locks.png")]
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    assert report["machine"]["cores"] >= 1
+    rows = report["results"]
+    assert [(r["lock"], r["threads"]) for r in rows] == [
+        ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
+    for r in rows:
+        assert set(r) == {"lock", "threads", "ops_per_sec", "fairness_max_min", "p99_acquire_ns"}
+        assert r["ops_per_sec"] > 0
+        assert r["fairness_max_min"] is None or r["fairness_max_min"] >= 1
+    assert set(report["uncontended_ns"]) == {"oticket", "parking_lot"}
+    assert all(0 < ns < 10_000 for ns in report["uncontended_ns"].values())
+    assert (tmp_path / "locks.png").stat().st_size > 0
+    assert "oticket" in capsys.readouterr().out
+
+
+def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
+    out = str(tmp_path / "x.json")
+    assert main(["bench-locks", "--locks", "nope", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--locks" in err and "nope" in err and "parking_lot" in err and "Traceback" not in err
+    assert main(["bench-locks", "--threads", "0,2", "--json", out]) == 2
+    assert "--threads" in capsys.readouterr().err
+    assert main(["bench-locks", "--seconds", "-1", "--json", out]) == 2
+    assert "--seconds" in capsys.readouterr().err
