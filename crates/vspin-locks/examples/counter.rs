@@ -1,5 +1,7 @@
-//! Threads incrementing a shared counter under several of the locks, on real threads, with
-//! twice as many threads as cores so that the OS preempts lock holders and waiters.
+//! Threads incrementing a shared counter under several of the locks, on real threads, one thread
+//! per core. (With more threads than cores the OS preempts holders and queued waiters and the
+//! FIFO locks drop to thousands of acquisitions per second: see `vspin bench-locks` and
+//! `docs/real-locks.md`.)
 //!
 //! ```sh
 //! cargo run --release -p vspin-locks --example counter
@@ -34,11 +36,9 @@ fn count<R: lock_api::RawMutex + Send + Sync + 'static>(
 }
 
 fn main() {
-    let threads = 2 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     count("oticket", OTicketMutex::new(0), threads, 100_000);
     count("pv-preemptable-ticket", PvPreemptableTicketMutex::new(0), threads, 100_000);
     count("tas", TasMutex::new(0), threads, 100_000);
-    // The plain ticket lock hands the lock to the next waiter even when the OS has descheduled
-    // it, so it gets fewer increments.
-    count("ticket", TicketMutex::new(0), threads, 10_000);
+    count("ticket", TicketMutex::new(0), threads, 100_000);
 }
