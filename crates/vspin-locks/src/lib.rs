@@ -30,7 +30,9 @@ pub mod pv_ticket;
 pub mod tas;
 pub mod ticket;
 
-pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+pub use platform::{
+    CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU,
+};
 pub use iticket::ITicketLock;
 pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;

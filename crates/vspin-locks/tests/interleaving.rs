@@ -14,7 +14,8 @@ use vspin_locks::*;
 
 struct Machine {
     words: RefCell<Vec<u64>>,
-    /// Word indices of per-CPU slots (`PerCpuSlot::COUNT` per CPU), then of the CPU mask.
+    /// Word indices of per-CPU slots (`PerCpuSlot::COUNT` per CPU), of the CPU mask, then of the
+    /// PV qspinlock hash table (`PV_LOCK_HASH_WORDS_PER_CPU` per CPU).
     slots: Vec<usize>,
     halted: RefCell<Vec<bool>>,
     pv_unhalted: RefCell<Vec<bool>>,
@@ -80,6 +81,9 @@ impl Platform for Cpu {
     }
     fn cpumask(&self, _mask: CpuMask, chunk: u32) -> &usize {
         &self.m.slots[self.m.nr as usize * PerCpuSlot::COUNT + chunk as usize]
+    }
+    fn pv_lock_hash(&self, i: u32) -> &usize {
+        &self.m.slots[self.m.nr as usize * PerCpuSlot::COUNT + 1 + i as usize]
     }
     async fn load(&self, w: &usize) -> u64 {
         step().await;
@@ -195,9 +199,11 @@ struct Outcome {
 /// Run `cpus` CPUs each acquiring the lock `rounds` times. `freeze` enables random long
 /// preemptions. Panics on a violated invariant.
 fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: u64, freeze: bool) -> Outcome {
+    // At most 64 CPUs: one CPU-mask word.
+    let words = cpus as usize * (PerCpuSlot::COUNT + PV_LOCK_HASH_WORDS_PER_CPU) + 1;
     let m = Rc::new(Machine {
-        words: RefCell::new(vec![0; cpus as usize * PerCpuSlot::COUNT + 1]),
-        slots: (0..cpus as usize * PerCpuSlot::COUNT + 1).collect(),
+        words: RefCell::new(vec![0; words]),
+        slots: (0..words).collect(),
         halted: RefCell::new(vec![false; cpus as usize]),
         pv_unhalted: RefCell::new(vec![false; cpus as usize]),
         ticket_order: RefCell::new(Vec::new()),
