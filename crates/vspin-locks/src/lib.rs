@@ -14,6 +14,8 @@
 //! - [`preemptable_ticket`]: the preemptable ticket lock of VEE'13 (FIFO until a waiter times
 //!   out, then timed-out waiters may overtake a preempted one).
 //! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
+//! - [`qspinlock`]: the native queued spinlock of Linux 4.2+ (6.8 code): pending bit, then an
+//!   MCS queue of per-CPU nodes (FIFO among queued waiters only).
 //!
 //! A lock is used through [`RawSpinLock`]:
 //! ```text
@@ -27,6 +29,7 @@ pub mod platform;
 pub mod preemptable_ticket;
 pub mod pv_preemptable_ticket;
 pub mod pv_ticket;
+pub mod qspinlock;
 pub mod tas;
 pub mod ticket;
 
@@ -38,5 +41,6 @@ pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, Opport
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;
 pub use pv_ticket::PvTicketLock;
+pub use qspinlock::QueuedSpinLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;
