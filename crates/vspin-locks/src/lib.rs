@@ -16,6 +16,8 @@
 //! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
 //! - [`qspinlock`]: the native queued spinlock of Linux 4.2+ (6.8 code): pending bit, then an
 //!   MCS queue of per-CPU nodes (FIFO among queued waiters only).
+//! - [`pv_qspinlock`]: its paravirtual variant of Linux 6.8 (lock stealing, halting queue nodes
+//!   and head, a lock → node hash so that unlock kicks exactly the halted queue head).
 //!
 //! A lock is used through [`RawSpinLock`]:
 //! ```text
@@ -28,6 +30,7 @@ pub mod oticket;
 pub mod platform;
 pub mod preemptable_ticket;
 pub mod pv_preemptable_ticket;
+pub mod pv_qspinlock;
 pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
@@ -40,6 +43,7 @@ pub use iticket::ITicketLock;
 pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;
+pub use pv_qspinlock::PvQueuedSpinLock;
 pub use pv_ticket::PvTicketLock;
 pub use qspinlock::QueuedSpinLock;
 pub use tas::TasLock;

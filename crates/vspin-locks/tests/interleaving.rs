@@ -402,3 +402,14 @@ fn qspinlock_serves_its_queue_in_order_and_never_halts() {
         assert_eq!(o.halts, 0);
     }
 }
+
+#[test]
+fn pv_qspinlock_serves_its_queue_in_order_and_loses_no_wakeup() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        let o = run::<PvQueuedSpinLock<Cpu>>(5, 60, 0, seed, true);
+        assert_queue_order(&o);
+        halts += o.halts;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}
