@@ -65,6 +65,8 @@ named_values!(LockKind {
     "oticket-wakeup-only" => OticketWakeupOnly,
     "longer-spinning" => LongerSpinning,
     "iticket" => Iticket,
+    "qspinlock" => Qspinlock,
+    "pv-qspinlock" => PvQspinlock,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -245,6 +247,8 @@ pub enum LockKind {
     OticketWakeupOnly,
     LongerSpinning,
     Iticket,
+    Qspinlock,
+    PvQspinlock,
 }
 
 impl LockKind {
@@ -260,6 +264,8 @@ impl LockKind {
             LockKind::OticketWakeupOnly => "oticket-wakeup-only",
             LockKind::LongerSpinning => "longer-spinning",
             LockKind::Iticket => "iticket",
+            LockKind::Qspinlock => "qspinlock",
+            LockKind::PvQspinlock => "pv-qspinlock",
         }
     }
 }
