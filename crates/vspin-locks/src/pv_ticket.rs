@@ -30,7 +30,8 @@
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::ticket::{HEAD, TAIL};
 
-/// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1).
+/// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1; unchanged in 6.8, where
+/// the PV qspinlock uses it).
 pub const SPIN_THRESHOLD: u64 = 1 << 15;
 /// `__TICKET_LOCK_INC` with `CONFIG_PARAVIRT_SPINLOCKS`.
 pub const TICKET_LOCK_INC: u64 = 2;

@@ -65,6 +65,8 @@ named_values!(LockKind {
     "oticket-wakeup-only" => OticketWakeupOnly,
     "longer-spinning" => LongerSpinning,
     "iticket" => Iticket,
+    "qspinlock" => Qspinlock,
+    "pv-qspinlock" => PvQspinlock,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -268,6 +270,8 @@ pub enum LockKind {
     OticketWakeupOnly,
     LongerSpinning,
     Iticket,
+    Qspinlock,
+    PvQspinlock,
 }
 
 impl LockKind {
@@ -283,6 +287,8 @@ impl LockKind {
             LockKind::OticketWakeupOnly => "oticket-wakeup-only",
             LockKind::LongerSpinning => "longer-spinning",
             LockKind::Iticket => "iticket",
+            LockKind::Qspinlock => "qspinlock",
+            LockKind::PvQspinlock => "pv-qspinlock",
         }
     }
 }

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use vspin_locks::{CpuMask, WordAlloc};
+use vspin_locks::WordAlloc;
 
 /// How often the lock monitor audits for lost wake-ups.
 const AUDIT_PERIOD_NS: Time = 1_000_000;
@@ -169,9 +169,7 @@ impl Sim {
         let costs_latency = sim.costs.sched_latency;
         for (vm_id, vm) in sc.vms.iter().enumerate() {
             let first = sim.vcpus.len() as u32;
-            let chunks = vm.vcpus.div_ceil(64) as usize;
-            let words: Rc<[SimWord]> =
-                (0..vm.vcpus as usize * WORDS_PER_CPU + CpuMask::COUNT * chunks).map(|_| mem.word(0)).collect();
+            let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
             let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
             let fifo = GuestLock::fifo(vm.lock);
             let first_lock = sim.locks.len() as u32;
