@@ -1,17 +1,16 @@
-"""The OTICKET reproduction runs end to end at quick scale and is deterministic; the sleepy
-spinlock anomaly's core trends (PVM collapses at high vCPU counts, its halt exits soar while
-OTICKET's do not) hold at that scale.
+"""The OTICKET reproduction runs end to end at quick scale and is deterministic, and its fig2
+and fig4 checks (the issue's quick-scale criterion: PVM collapses between 30 and 40 vCPUs, its halt
+exits soar while OTICKET's stay low) hold at that scale.
 
-Checks the model does not meet yet (the collapse point, EXIM, over-commit) are reported in the
-HTML page and the issue notes, not asserted here.
+The other checks' verdicts are results, reported in the HTML page and the issue notes.
 """
 
 import json
 
 from vspin.reproduce import reproduce
 
-MUST_HOLD_AT_QUICK = {"fig2.pvm_collapses", "fig2.oticket_at_least_pvm_past_collapse", "fig2.oticket_scales_to_80",
-                      "fig4.pvm_halts_soar", "fig4.oticket_halts_flat", "fig7.metis_all_equal"}
+MUST_HOLD_AT_QUICK = {"fig2.pvm_collapses", "fig2.pvm_collapse_point_30_to_40", "fig2.oticket_at_least_pvm_past_collapse",
+                      "fig2.oticket_scales_to_80", "fig4.pvm_halts_soar", "fig4.oticket_halts_flat"}
 
 
 def test_oticket_quick_report_is_complete_and_deterministic(tmp_path):
