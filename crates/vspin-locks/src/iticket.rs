@@ -21,9 +21,12 @@
 use crate::oticket::SPIN_MAX_THRESHOLD;
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, unlock_and_kick, SPIN_THRESHOLD,
+    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, try_take_ticket, unlock_and_kick,
+    SPIN_THRESHOLD,
 };
 use crate::ticket::{HEAD, TAIL};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// How far the threshold has been doubled from `SPIN_THRESHOLD`.
 const SHIFT: Field = Field::new(32, 8);
@@ -72,4 +75,14 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     async fn unlock(&self, p: &P) {
         unlock_and_kick(p, &self.head_tail, 1).await;
     }
+
+    /// As pv-ticket's; the threshold's shift (bits 32..40) is carried over unchanged.
+    async fn try_lock(&self, p: &P) -> bool {
+        try_take_ticket(p, &self.head_tail).await
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for ITicketLock<Native> {
+    const INIT: Self = ITicketLock { head_tail: Native::word(0) };
 }

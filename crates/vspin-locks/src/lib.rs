@@ -1,7 +1,7 @@
 //! # vspin-locks
 //!
 //! Guest spinlock algorithms of the vspin seeds, each written once against the [`Platform`]
-//! interface and run both inside the `vspin-sim` simulator and (later) on real threads.
+//! interface and run both inside the `vspin-sim` simulator and on real threads.
 //!
 //! One algorithm per file, each opening with a protocol description and a state diagram:
 //! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair).
@@ -19,13 +19,57 @@
 //! - [`pv_qspinlock`]: its paravirtual variant of Linux 6.8 (lock stealing, halting queue nodes
 //!   and head, a lock → node hash so that unlock kicks exactly the halted queue head).
 //!
-//! A lock is used through [`RawSpinLock`]:
+//! ## On real threads
+//!
+//! [`native`] implements the platform with atomics, a PAUSE loop and futexes (Linux; elsewhere a
+//! halt is a yield), with the OS scheduler in the hypervisor's role: a thread descheduled while
+//! it holds a ticket lock, or waits in its queue, stalls the others exactly as a preempted vCPU
+//! does. [`mutex`] turns every algorithm into a [`lock_api`] mutex:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use vspin_locks::mutex::{OTicketMutex, TicketMutex};
+//!
+//! let counter = Arc::new(OTicketMutex::new(0u64));
+//! let threads: Vec<_> = (0..4)
+//!     .map(|_| {
+//!         let counter = Arc::clone(&counter);
+//!         std::thread::spawn(move || {
+//!             for _ in 0..1000 {
+//!                 *counter.lock() += 1;
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! threads.into_iter().for_each(|t| t.join().unwrap());
+//! assert_eq!(*counter.lock(), 4000);
+//!
+//! // In a static, like any lock_api mutex:
+//! static TABLE: TicketMutex<Vec<u32>> = TicketMutex::const_new(lock_api::RawMutex::INIT, Vec::new());
+//! TABLE.lock().push(7);
+//! assert_eq!(TABLE.try_lock().map(|t| t.len()), Some(1));
+//! ```
+//!
+//! Underneath, a lock is used through [`RawSpinLock`], on any platform:
 //! ```text
 //! let lock = TicketLock::<MyPlatform>::new(&mut words);
 //! lock.lock(&cpu).await;   // critical section
 //! lock.unlock(&cpu).await;
 //! ```
+//! and on real threads the futures complete on their first poll:
+//! ```
+//! use vspin_locks::{native::{block_on, Native}, mutex::ConstInit, RawSpinLock, TicketLock};
+//!
+//! let lock = TicketLock::<Native>::INIT;
+//! let cpu = Native::default();
+//! block_on(lock.lock(&cpu));
+//! assert!(!block_on(lock.try_lock(&cpu)));
+//! block_on(lock.unlock(&cpu));
+//! ```
 pub mod iticket;
+#[cfg(not(loom))]
+pub mod mutex;
+pub mod native;
 pub mod oticket;
 pub mod platform;
 pub mod preemptable_ticket;

@@ -27,10 +27,12 @@
 //! next tickets an unlock kicks.
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, unlock_and_kick, SPIN_THRESHOLD,
-    TICKET_LOCK_INC, TICKET_SLOWPATH_FLAG,
+    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, try_take_ticket, unlock_and_kick,
+    SPIN_THRESHOLD, TICKET_LOCK_INC, TICKET_SLOWPATH_FLAG,
 };
 use crate::ticket::{HEAD, TAIL};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// The paper's constants (Figure 5, Linux 4.0).
 pub const SPIN_MAX_THRESHOLD: u64 = 1 << 34;
@@ -99,6 +101,15 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
     async fn unlock(&self, p: &P) {
         unlock_and_kick(p, &self.head_tail, WAKE).await;
     }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        try_take_ticket(p, &self.head_tail).await
+    }
+}
+
+#[cfg(not(loom))]
+impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLock<Native, SPIN, WAKE> {
+    const INIT: Self = OpportunisticTicketLock { head_tail: Native::word(0) };
 }
 
 #[cfg(test)]

@@ -206,6 +206,14 @@ pub trait RawSpinLock<P: Platform>: Sized {
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self;
     async fn lock(&self, p: &P);
     async fn unlock(&self, p: &P);
+
+    /// Take the lock if that needs no waiting (`arch_spin_trylock`): true if taken. Provided
+    /// so that a lock without a trylock protocol still builds; such a lock never succeeds. Every
+    /// lock in this crate implements it (the `lock_api` adapters need it).
+    async fn try_lock(&self, p: &P) -> bool {
+        let _ = p;
+        false
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,8 @@
 //!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
 //!   coherence traffic, not who may acquire.
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// PAUSE iterations of timeout per queue position (`TIMEOUT_UNIT` in the authors' patch).
 pub const TIMEOUT_UNIT: u64 = 1 << 14;
@@ -62,6 +64,15 @@ impl<const BITS: u32> Layout<BITS> {
                 SpinOutcome::Exhausted(_) => return,
             }
         }
+    }
+
+    /// Take the lock if nobody holds or waits for it: from `head == tail` with `locked` clear,
+    /// draw the served ticket and set `locked` in one compare-exchange (a whole uncontended
+    /// `lock` made atomic). The slow-path bit is kept: our unlock will then wake the halted.
+    pub(crate) async fn try_lock<P: Platform>(p: &P, word: &P::Word) -> bool {
+        let old = p.load(word).await;
+        let idle = Self::HEAD.get(old) == Self::TAIL.get(old) && old & Self::LOCKED == 0;
+        idle && p.compare_exchange(word, old, Self::TAIL.add(old, 1) | Self::LOCKED).await.is_ok()
     }
 
     /// One attempt at the `locked` bit; true if it was free.
@@ -103,6 +114,15 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
         p.fetch_add_field(&self.word, Layout::<BITS>::HEAD, 1).await;
         p.fetch_and(&self.word, !Layout::<BITS>::LOCKED).await;
     }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        Layout::<BITS>::try_lock(p, &self.word).await
+    }
+}
+
+#[cfg(not(loom))]
+impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
+    const INIT: Self = PreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT };
 }
 
 #[cfg(test)]

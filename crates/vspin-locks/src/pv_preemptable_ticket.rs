@@ -21,6 +21,8 @@
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::preemptable_ticket::{Layout, TIMEOUT_UNIT};
 use crate::pv_ticket::SPIN_THRESHOLD;
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
@@ -93,4 +95,13 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
             self.kick_waiters(p).await;
         }
     }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        Layout::<BITS>::try_lock(p, &self.word).await
+    }
+}
+
+#[cfg(not(loom))]
+impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
+    const INIT: Self = PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT };
 }

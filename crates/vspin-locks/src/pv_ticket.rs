@@ -29,6 +29,8 @@
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::ticket::{HEAD, TAIL};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1; unchanged in 6.8, where
 /// the PV qspinlock uses it).
@@ -48,7 +50,7 @@ fn tickets_equal(a: u64, b: u64) -> bool {
 pub(crate) async fn check_and_clear_slowpath<P: Platform>(p: &P, word: &P::Word, head: u64) {
     if head & TICKET_SLOWPATH_FLAG != 0 {
         let new_head = head & !TICKET_SLOWPATH_FLAG;
-        let tail = TAIL.get(new_head + TICKET_LOCK_INC);
+        let tail = (new_head + TICKET_LOCK_INC) & HEAD.mask();
         let old = TAIL.with(HEAD.with(0, head), tail);
         let new = TAIL.with(HEAD.with(0, new_head), tail);
         let _ = p.compare_exchange(word, old, new).await;
@@ -112,6 +114,17 @@ pub(crate) async fn unlock_and_kick<P: Platform>(p: &P, word: &P::Word, wake: u6
     }
 }
 
+/// `arch_spin_trylock` with the PV key on: draw a ticket only if it is served at once; the
+/// slow-path flag of a free lock is stale (no waiter is left to kick) and is cleared on the way.
+pub(crate) async fn try_take_ticket<P: Platform>(p: &P, word: &P::Word) -> bool {
+    let old = p.load(word).await;
+    if !tickets_equal(HEAD.get(old), TAIL.get(old)) {
+        return false;
+    }
+    let new = TAIL.add(old, TICKET_LOCK_INC) & !TICKET_SLOWPATH_FLAG;
+    p.compare_exchange(word, old, new).await.is_ok()
+}
+
 /// The spin condition `__tickets_equal(head, want)`.
 pub(crate) fn head_reaches(want: u64) -> Until {
     Until::masked_eq(HEAD.mask() & !TICKET_SLOWPATH_FLAG, want)
@@ -144,5 +157,37 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
 
     async fn unlock(&self, p: &P) {
         unlock_and_kick(p, &self.head_tail, 1).await;
+    }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        try_take_ticket(p, &self.head_tail).await
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for PvTicketLock<Native> {
+    const INIT: Self = PvTicketLock { head_tail: Native::word(0) };
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::native::{block_on, Native};
+    use std::sync::atomic::Ordering;
+
+    /// The flag may be cleared only when no ticket is drawn behind the new holder's; the tail
+    /// that proves it is `head + INC` inside the 16-bit field (it used to be read from bits
+    /// 16.., i.e. 0, so a lock whose tail had just wrapped to 0 lost the flag with waiters
+    /// halted: a lost wake-up, found by the native stress test).
+    #[test]
+    fn the_slow_path_flag_is_cleared_only_without_waiters_behind() {
+        let p = Native::default();
+        let head = 0xfffa | TICKET_SLOWPATH_FLAG;
+        let waiters_behind = Native::word(TAIL.with(head, 0)); // tickets 0xfffc, 0xfffe drawn
+        block_on(check_and_clear_slowpath(&p, &waiters_behind, head));
+        assert_eq!(waiters_behind.load(Ordering::Relaxed), TAIL.with(head, 0), "flag kept");
+        let last = Native::word(TAIL.with(head, 0xfffc));
+        block_on(check_and_clear_slowpath(&p, &last, head));
+        assert_eq!(last.load(Ordering::Relaxed), TAIL.with(0xfffa, 0xfffc), "flag cleared");
     }
 }

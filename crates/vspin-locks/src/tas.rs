@@ -22,7 +22,10 @@
 //! | 2 | spin `while word != 0 { PAUSE }` | read-only spinning keeps the line shared |
 //! | 3 | `cmpxchg(word, 0, 1)`, on failure back to 2 | test-and-test-and-set |
 //! | unlock | `store(word, 0)` | release store |
+//! | trylock | `cmpxchg(word, 0, 1)` | step 1 alone |
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 pub struct TasLock<P: Platform> {
     word: P::Word,
@@ -52,4 +55,13 @@ impl<P: Platform> RawSpinLock<P> for TasLock<P> {
     async fn unlock(&self, p: &P) {
         p.store(&self.word, 0).await;
     }
+
+    async fn try_lock(&self, p: &P) -> bool {
+        p.compare_exchange(&self.word, 0, 1).await.is_ok()
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for TasLock<Native> {
+    const INIT: Self = TasLock { word: Native::word(0) };
 }

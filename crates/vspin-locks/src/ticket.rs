@@ -20,6 +20,8 @@
 //! Without `CONFIG_PARAVIRT_SPINLOCKS` the `SPIN_THRESHOLD` loop of `arch_spin_lock` calls a no-op
 //! `__ticket_lock_spinning`, so it is an unbounded spin; it is written here as one.
 use crate::platform::{Field, Platform, RawSpinLock, Until, WordAlloc};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `head`: the ticket now served (low half of `head_tail`).
 pub(crate) const HEAD: Field = Field::new(0, 16);
@@ -50,4 +52,15 @@ impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
     async fn unlock(&self, p: &P) {
         p.fetch_add_field(&self.head_tail, HEAD, 1).await;
     }
+
+    /// `arch_spin_trylock`: draw a ticket only if it is served at once (head == tail).
+    async fn try_lock(&self, p: &P) -> bool {
+        let old = p.load(&self.head_tail).await;
+        HEAD.get(old) == TAIL.get(old) && p.compare_exchange(&self.head_tail, old, TAIL.add(old, 1)).await.is_ok()
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for TicketLock<Native> {
+    const INIT: Self = TicketLock { head_tail: Native::word(0) };
 }

@@ -1,0 +1,114 @@
+//! `lock_api` adapters: every algorithm of this crate as a `Mutex<T>` on real threads.
+//!
+//! [`NativeRaw<L>`] wraps any lock `L` built on the [`Native`] platform and implements
+//! [`lock_api::RawMutex`] by running `L`'s `lock`, `try_lock` and `unlock` with
+//! [`block_on`]; `lock_api::Mutex<NativeRaw<L>, T>` then adds the data, guards and poisoning-free
+//! API of `parking_lot`. The aliases at the bottom name one mutex per algorithm
+//! ([`TicketMutex`], [`OTicketMutex`], …).
+//!
+//! Three decisions:
+//! - **`INIT` without an allocator.** `lock_api` needs `const INIT: Self`, but
+//!   [`RawSpinLock::new`] takes a word allocator. Each lock file therefore implements
+//!   [`ConstInit`] for its `Native` instance, next to its `new` (a struct literal with
+//!   [`Native::word`], a `const fn`): the only place that knows the lock's fields and initial
+//!   word. Under `--cfg loom` atomics are not `const`, so these impls and this module are absent
+//!   and the `loom` models build locks with `new`.
+//! - **`try_lock`** is [`RawSpinLock::try_lock`], written once per algorithm against the platform
+//!   like `lock`: a compare-exchange from the lock's idle state to "held by me" (`0 → 1` for TAS;
+//!   `head == tail` to `tail + inc` for the ticket family, also clearing a stale PV slow-path
+//!   flag; `head == tail`, `locked` clear to `tail + 1`, `locked` set for the preemptable ones).
+//! - **Fairness.** [`lock_api::RawMutexFair`] is implemented for the FIFO locks only (ticket,
+//!   PV ticket, OTICKET and its variants, ITICKET), whose every unlock already hands the lock to
+//!   the longest waiter, so `unlock_fair` is `unlock`. TAS is unfair by design, and the
+//!   preemptable ticket locks let timed-out waiters overtake, so they do not claim it.
+//!
+//! No lock records its owner, so a guard may be released on another thread (`GuardSend`).
+use crate::iticket::ITicketLock;
+use crate::native::{block_on, Native};
+use crate::oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticTicketLock, OpportunisticWakeupLock};
+use crate::platform::RawSpinLock;
+use crate::preemptable_ticket::PreemptableTicketLock;
+use crate::pv_preemptable_ticket::PvPreemptableTicketLock;
+use crate::pv_ticket::PvTicketLock;
+use crate::tas::TasLock;
+use crate::ticket::TicketLock;
+
+/// A lock that can be built in a `const` context on the native platform.
+pub trait ConstInit {
+    /// The lock, free.
+    const INIT: Self;
+}
+
+/// A [`RawSpinLock`] on real threads, as a `lock_api` raw mutex.
+pub struct NativeRaw<L>(L);
+
+impl<L: RawSpinLock<Native>> NativeRaw<L> {
+    /// The algorithm's name (`"ticket"`, `"oticket"`, …).
+    pub const NAME: &'static str = L::NAME;
+}
+
+// SAFETY: `L::lock` returns only once `L`'s protocol grants this thread the lock and `L::unlock`
+// releases it (checked by the loom models and the stress tests); the acquiring load or RMW is
+// `Acquire` and the releasing one `Release` (see `native`'s orderings).
+unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw<L> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = NativeRaw(L::INIT);
+    type GuardMarker = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) {
+        block_on(self.0.lock(&Native::default()))
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        block_on(self.0.try_lock(&Native::default()))
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        block_on(self.0.unlock(&Native::default()))
+    }
+}
+
+/// Fair unlock for the FIFO locks: their unlock already serves the next ticket.
+macro_rules! fair_unlock_is_unlock {
+    ($($lock:ty $(, const $c:ident: $t:ty)*;)*) => {$(
+        // SAFETY: `unlock_fair` is `unlock`.
+        unsafe impl<$(const $c: $t),*> lock_api::RawMutexFair for NativeRaw<$lock> {
+            #[inline]
+            unsafe fn unlock_fair(&self) {
+                // SAFETY: forwarded: the caller holds the lock.
+                unsafe { lock_api::RawMutex::unlock(self) }
+            }
+        }
+    )*};
+}
+
+fair_unlock_is_unlock! {
+    TicketLock<Native>;
+    PvTicketLock<Native>;
+    OpportunisticTicketLock<Native, SPIN, WAKE>, const SPIN: u8, const WAKE: u64;
+    ITicketLock<Native>;
+}
+
+/// Test-and-set (unfair; a preempted waiter blocks nobody).
+pub type TasMutex<T> = lock_api::Mutex<NativeRaw<TasLock<Native>>, T>;
+/// The plain ticket lock (FIFO; collapses when a waiter is preempted).
+pub type TicketMutex<T> = lock_api::Mutex<NativeRaw<TicketLock<Native>>, T>;
+/// The paravirtual ticket lock: spin 2^15 PAUSEs, then futex-wait until the unlocker kicks.
+pub type PvTicketMutex<T> = lock_api::Mutex<NativeRaw<PvTicketLock<Native>>, T>;
+/// OTICKET: distance-based spinning and early wake-ups.
+pub type OTicketMutex<T> = lock_api::Mutex<NativeRaw<OTicketLock<Native>>, T>;
+/// OTICKET's opportunistic spinning alone.
+pub type OpportunisticSpinMutex<T> = lock_api::Mutex<NativeRaw<OpportunisticSpinLock<Native>>, T>;
+/// OTICKET's opportunistic wake-up alone.
+pub type OpportunisticWakeupMutex<T> = lock_api::Mutex<NativeRaw<OpportunisticWakeupLock<Native>>, T>;
+/// The PV ticket lock with the maximum threshold (2^34 PAUSEs).
+pub type LongerSpinningMutex<T> = lock_api::Mutex<NativeRaw<LongerSpinningLock<Native>>, T>;
+/// ITICKET: a per-lock threshold doubled whenever a waiter halts.
+pub type ITicketMutex<T> = lock_api::Mutex<NativeRaw<ITicketLock<Native>>, T>;
+/// The preemptable ticket lock (timed-out waiters may overtake a preempted one).
+pub type PreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PreemptableTicketLock<Native>>, T>;
+/// The paravirtual preemptable ticket lock (timed-out waiters futex-wait; unlock wakes all).
+pub type PvPreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PvPreemptableTicketLock<Native>>, T>;

@@ -1,0 +1,543 @@
+//! The native platform: the lock algorithms on real threads, with atomics and futexes, and the
+//! OS scheduler playing the hypervisor.
+//!
+//! Every [`Platform`] primitive maps to what the kernel code it models would use on bare metal:
+//!
+//! | platform call | here |
+//! |---|---|
+//! | a shared word | an `AtomicU64` (a `loom` atomic under `--cfg loom`) |
+//! | `fetch_add_field` (`xadd` on a sub-word) | `fetch_add` when the field reaches bit 63, else a CAS loop, so no carry leaks into the neighbouring fields |
+//! | `spin_until` (`cpu_relax()` loop) | re-load, `std::hint::spin_loop()` (PAUSE), at most `max_pauses` times |
+//! | `halt` / `kick` (HLT / `KVM_HC_KICK_CPU`) | `FUTEX_WAIT` / `FUTEX_WAKE` on the CPU's wake word (Linux only) |
+//! | `yield_now` | `sched_yield` |
+//! | CPU id, `per_cpu`, `cpumask` | a [`Machine`]: a registry that gives each thread a CPU id on first use, and that id's per-CPU words |
+//! | `vcpu_is_preempted`, `slice_remaining` | unknown (`false`, `None`): the OS does not say |
+//!
+//! ## The machine
+//!
+//! A [`Machine`] is the kernel's per-CPU data: [`MAX_CPUS`] rows of per-CPU slots, one wake word
+//! per CPU, the machine-wide CPU masks, and the registry of which CPU ids are taken. A thread
+//! claims the lowest free id the first time a lock asks for its CPU (only the halting slow paths
+//! do) and gives it back when it exits, so ids are reused. Real code uses the one process-wide
+//! [`MACHINE`] (the [`Native::default`] platform); `loom` models build a fresh machine per
+//! execution.
+//!
+//! When more than [`MAX_CPUS`] threads hold ids at once, a thread that asks gets
+//! [`OVERFLOW_CPU`] instead of panicking. Its per-CPU slots and mask bit live in an overflow row
+//! that no unlock ever scans, and its `halt` is a `sched_yield` (a spurious return, which the
+//! trait allows): it polls instead of sleeping, so it is never left waiting for a kick nobody
+//! sends. It tries for a real id again the next time it asks.
+//!
+//! ## Halt and kick
+//!
+//! Each CPU's wake word is `IDLE`, `KICKED` (a kick not yet consumed) or `SLEEPING`. `halt` moves
+//! `IDLE → SLEEPING` with a compare-exchange and `FUTEX_WAIT`s while the word is `SLEEPING`; a
+//! `KICKED` word makes it return at once, so a kick sent before the halt is never lost (the PV
+//! locks' "pickup" window between publishing the wait and halting). On return it sets the word
+//! back to `IDLE`, consuming the kick. `kick` swaps in `KICKED` and makes the `FUTEX_WAKE`
+//! system call only if the target was `SLEEPING`, so kicking a running CPU costs one atomic.
+//! A stale kick makes a later halt return early; the lock code treats that as the spurious
+//! wake-up (any interrupt) that a halted vCPU also sees.
+//!
+//! ## Memory orderings
+//!
+//! The algorithms were written for the sequentially consistent memory of the simulator, and
+//! every handshake in them (waiter publishes its wait then sets a flag in the lock word; unlocker
+//! updates the lock word then reads the flag and the per-CPU slots) goes through read-modify-
+//! writes of one word. So:
+//! - read-modify-writes are `SeqCst`: on x86 every locked instruction is a full barrier anyway,
+//!   so `SeqCst` costs the same as `AcqRel`, and a single total order keeps the reasoning that of
+//!   the simulator;
+//! - loads are `Acquire` (a spinning waiter that sees the lock handed over must see the previous
+//!   holder's writes); on x86 this is the same plain `mov` as `SeqCst`;
+//! - stores are `Release` (a test-and-set unlock publishes the critical section); a `SeqCst`
+//!   store would be an `xchg`, a full barrier, on the uncontended path for no gain: no algorithm
+//!   relies on a store being ordered before a later load of another word except through an RMW
+//!   in between, which orders it.
+//!
+//! `loom` checks these orderings (see `tests/loom.rs`).
+//!
+//! ## No executor on the fast path
+//!
+//! The lock code is `async` for the simulator's sake. Here no operation ever waits: a spin, a
+//! halt or a yield blocks the thread inside the call, and every future is `Ready` on its first
+//! poll. [`block_on`] therefore polls once with a no-op waker; with the operations `#[inline]`
+//! the compiler flattens the state machine into straight-line code.
+use crate::platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until};
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The most threads that hold a CPU id at once. Each id costs its per-CPU words and wake word
+/// (about 20 bytes), and an unlock that kicks scans `MAX_CPUS / 64` mask words. Under `loom`
+/// models, which run at most a few threads, the machine is kept tiny to keep executions cheap.
+#[cfg(not(loom))]
+pub const MAX_CPUS: usize = 1024;
+#[cfg(loom)]
+pub const MAX_CPUS: usize = 4;
+
+/// Words per CPU mask.
+const MASK_WORDS: usize = MAX_CPUS.div_ceil(64);
+
+/// The CPU id of a thread that found every id taken (see the module docs).
+pub const OVERFLOW_CPU: CpuId = CpuId::MAX;
+
+/// Wake-word states (see the module docs).
+const IDLE: u32 = 0;
+const KICKED: u32 = 1;
+const SLEEPING: u32 = 2;
+
+/// One CPU's wake word. Under `loom` the futex system calls are modelled with a mutex and a
+/// condition variable that give `FUTEX_WAIT` its atomic "sleep only if the word still holds".
+struct WakeWord {
+    state: AtomicU32,
+    #[cfg(loom)]
+    futex: (loom::sync::Mutex<()>, loom::sync::Condvar),
+}
+
+impl WakeWord {
+    #[cfg(loom)]
+    fn new() -> Self {
+        WakeWord {
+            state: AtomicU32::new(IDLE),
+            futex: (loom::sync::Mutex::new(()), loom::sync::Condvar::new()),
+        }
+    }
+
+    #[cfg(not(loom))]
+    const IDLE: WakeWord = WakeWord { state: AtomicU32::new(IDLE) };
+
+    fn halt(&self) {
+        if self.state.compare_exchange(IDLE, SLEEPING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            self.futex_wait(SLEEPING);
+        }
+        self.state.store(IDLE, Ordering::Release);
+    }
+
+    fn kick(&self) {
+        if self.state.swap(KICKED, Ordering::SeqCst) == SLEEPING {
+            self.futex_wake();
+        }
+    }
+
+    /// Sleep while the word holds `expected`; may return spuriously (signals).
+    #[cfg(all(target_os = "linux", not(loom)))]
+    fn futex_wait(&self, expected: u32) {
+        // SAFETY: FUTEX_WAIT reads the aligned 32-bit word we pass; a null timeout waits forever.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.state.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                std::ptr::null::<libc::timespec>(),
+            );
+        }
+    }
+
+    #[cfg(all(target_os = "linux", not(loom)))]
+    fn futex_wake(&self) {
+        // SAFETY: FUTEX_WAKE only uses the word's address as a key.
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.state.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+        }
+    }
+
+    /// Without futexes a halt is a yield: a spurious return, which the lock code tolerates.
+    #[cfg(all(not(target_os = "linux"), not(loom)))]
+    fn futex_wait(&self, _expected: u32) {
+        std::thread::yield_now();
+    }
+
+    #[cfg(all(not(target_os = "linux"), not(loom)))]
+    fn futex_wake(&self) {}
+
+    #[cfg(loom)]
+    fn futex_wait(&self, expected: u32) {
+        let guard = self.futex.0.lock().unwrap();
+        if self.state.load(Ordering::SeqCst) == expected {
+            drop(self.futex.1.wait(guard).unwrap());
+        }
+    }
+
+    #[cfg(loom)]
+    fn futex_wake(&self) {
+        let _guard = self.futex.0.lock().unwrap();
+        self.futex.1.notify_one();
+    }
+}
+
+/// The kernel's per-CPU data for threads: CPU-id registry, per-CPU slots, wake words, CPU masks.
+pub struct Machine {
+    per_cpu: [[AtomicU64; PerCpuSlot::COUNT]; MAX_CPUS],
+    wake: [WakeWord; MAX_CPUS],
+    masks: [[AtomicU64; MASK_WORDS]; CpuMask::COUNT],
+    /// Bit `i` set: CPU id `i` belongs to a live thread.
+    taken: [AtomicU64; MASK_WORDS],
+    /// Per-CPU slots and mask word of [`OVERFLOW_CPU`], shared by all overflow threads.
+    overflow_slots: [AtomicU64; PerCpuSlot::COUNT],
+    overflow_mask: AtomicU64,
+    /// Bounded spins are cut to this many pauses (`u64::MAX`: not cut).
+    spin_cap: u64,
+}
+
+/// The process-wide machine that [`Native::default`] runs on.
+#[cfg(not(loom))]
+pub static MACHINE: Machine = Machine::new();
+
+impl Machine {
+    /// An empty machine: no CPU id taken, every slot, mask and wake word zero.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Machine {
+            per_cpu: [const { [const { AtomicU64::new(0) }; PerCpuSlot::COUNT] }; MAX_CPUS],
+            wake: [const { WakeWord::IDLE }; MAX_CPUS],
+            masks: [const { [const { AtomicU64::new(0) }; MASK_WORDS] }; CpuMask::COUNT],
+            taken: [const { AtomicU64::new(0) }; MASK_WORDS],
+            overflow_slots: [const { AtomicU64::new(0) }; PerCpuSlot::COUNT],
+            overflow_mask: AtomicU64::new(0),
+            spin_cap: u64::MAX,
+        }
+    }
+
+    /// An empty machine (loom atomics cannot be built in a `const fn`).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        use std::array::from_fn;
+        Machine {
+            per_cpu: from_fn(|_| from_fn(|_| AtomicU64::new(0))),
+            wake: from_fn(|_| WakeWord::new()),
+            masks: from_fn(|_| from_fn(|_| AtomicU64::new(0))),
+            taken: from_fn(|_| AtomicU64::new(0)),
+            overflow_slots: from_fn(|_| AtomicU64::new(0)),
+            overflow_mask: AtomicU64::new(0),
+            spin_cap: u64::MAX,
+        }
+    }
+
+    /// Cut every bounded spin to at most `pauses` PAUSEs; unbounded spins (`u64::MAX`) stay
+    /// unbounded. The algorithms only need a bounded spin to end, not to last its kernel length
+    /// (2^15 PAUSEs and more), so this drives their halting slow paths within a `loom` model's
+    /// budget or a short stress test.
+    pub const fn with_spin_cap(mut self, pauses: u64) -> Self {
+        self.spin_cap = pauses;
+        self
+    }
+
+    /// Claim the lowest free CPU id, or `None` if all [`MAX_CPUS`] are taken.
+    fn claim(&self) -> Option<CpuId> {
+        for (chunk, word) in self.taken.iter().enumerate() {
+            let mut seen = word.load(Ordering::Acquire);
+            while seen != u64::MAX {
+                let bit = (!seen).trailing_zeros() as usize;
+                if chunk * 64 + bit >= MAX_CPUS {
+                    break;
+                }
+                seen = word.fetch_or(1 << bit, Ordering::SeqCst);
+                if seen & 1 << bit == 0 {
+                    return Some((chunk * 64 + bit) as CpuId);
+                }
+            }
+        }
+        None
+    }
+
+    /// Give a thread's id back; a kick still pending for it must not reach the next owner.
+    fn release(&self, cpu: CpuId) {
+        self.wake[cpu as usize].state.store(IDLE, Ordering::Release);
+        self.taken[cpu as usize / 64].fetch_and(!(1 << (cpu % 64)), Ordering::SeqCst);
+    }
+
+    /// The calling thread's CPU id on this machine, claimed on first use.
+    fn current_cpu(&'static self) -> CpuId {
+        REGISTRATIONS
+            .try_with(|r| {
+                let mut held = r.0.borrow_mut();
+                if let Some(&(_, cpu)) = held.iter().find(|(m, _)| std::ptr::eq(*m, self)) {
+                    return cpu;
+                }
+                match self.claim() {
+                    Some(cpu) => {
+                        held.push((self, cpu));
+                        cpu
+                    }
+                    None => OVERFLOW_CPU,
+                }
+            })
+            // The thread is exiting and its registrations are gone.
+            .unwrap_or(OVERFLOW_CPU)
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for Machine {
+    fn default() -> Self {
+        Machine::new()
+    }
+}
+
+/// The CPU ids this thread holds (one per machine it used); given back when the thread exits.
+struct Registrations(RefCell<Vec<(&'static Machine, CpuId)>>);
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        for &(machine, cpu) in self.0.borrow().iter() {
+            machine.release(cpu);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static REGISTRATIONS: Registrations = const { Registrations(RefCell::new(Vec::new())) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static REGISTRATIONS: Registrations = Registrations(RefCell::new(Vec::new()));
+}
+
+/// One PAUSE of a spin loop; under `loom` a yield, so that the model runs the thread being
+/// waited for.
+#[inline(always)]
+fn pause() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Run a native platform future to completion. It is always `Ready` on the first poll (see the
+/// module docs), so this is a single poll with a no-op waker and no executor.
+#[inline(always)]
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => unreachable!("a native platform operation never suspends"),
+    }
+}
+
+/// The lock [`Platform`] on real threads: a handle on a [`Machine`]. It is the same value on
+/// every thread; which CPU is calling is looked up in the thread's registration when a lock asks.
+#[derive(Clone, Copy)]
+pub struct Native {
+    machine: &'static Machine,
+}
+
+impl Native {
+    /// The platform on `machine` (a fresh one per `loom` execution, a leaked or `static` one
+    /// elsewhere).
+    pub const fn on(machine: &'static Machine) -> Self {
+        Native { machine }
+    }
+
+    /// A shared word of this platform, in a `const` context (locks in `static`s, `INIT`).
+    #[cfg(not(loom))]
+    pub const fn word(init: u64) -> AtomicU64 {
+        AtomicU64::new(init)
+    }
+}
+
+/// The platform on the process-wide [`MACHINE`].
+#[cfg(not(loom))]
+impl Default for Native {
+    #[inline(always)]
+    fn default() -> Self {
+        Native::on(&MACHINE)
+    }
+}
+
+impl Platform for Native {
+    type Word = AtomicU64;
+
+    #[inline]
+    fn cpu(&self) -> CpuId {
+        self.machine.current_cpu()
+    }
+
+    #[inline]
+    fn nr_cpus(&self) -> u32 {
+        MAX_CPUS as u32
+    }
+
+    #[inline]
+    fn addr(&self, word: &AtomicU64) -> u64 {
+        word as *const AtomicU64 as u64
+    }
+
+    #[inline]
+    fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &AtomicU64 {
+        match self.machine.per_cpu.get(cpu as usize) {
+            Some(row) => &row[slot as usize],
+            None => &self.machine.overflow_slots[slot as usize],
+        }
+    }
+
+    #[inline]
+    fn cpumask(&self, mask: CpuMask, chunk: u32) -> &AtomicU64 {
+        self.machine.masks[mask as usize].get(chunk as usize).unwrap_or(&self.machine.overflow_mask)
+    }
+
+    #[inline]
+    async fn load(&self, w: &AtomicU64) -> u64 {
+        w.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    async fn store(&self, w: &AtomicU64, v: u64) {
+        w.store(v, Ordering::Release)
+    }
+
+    #[inline]
+    async fn fetch_add_field(&self, w: &AtomicU64, field: Field, delta: u64) -> u64 {
+        if field.shift + field.bits >= 64 {
+            // The carry out of the field leaves the word: nothing to protect.
+            return w.fetch_add(delta << field.shift, Ordering::SeqCst);
+        }
+        let mut old = w.load(Ordering::Relaxed);
+        loop {
+            match w.compare_exchange_weak(old, field.add(old, delta), Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(old) => return old,
+                Err(seen) => old = seen,
+            }
+        }
+    }
+
+    #[inline]
+    async fn fetch_or(&self, w: &AtomicU64, bits: u64) -> u64 {
+        w.fetch_or(bits, Ordering::SeqCst)
+    }
+
+    #[inline]
+    async fn fetch_and(&self, w: &AtomicU64, bits: u64) -> u64 {
+        w.fetch_and(bits, Ordering::SeqCst)
+    }
+
+    #[inline]
+    async fn swap(&self, w: &AtomicU64, v: u64) -> u64 {
+        w.swap(v, Ordering::SeqCst)
+    }
+
+    #[inline]
+    async fn compare_exchange(&self, w: &AtomicU64, old: u64, new: u64) -> Result<u64, u64> {
+        w.compare_exchange(old, new, Ordering::SeqCst, Ordering::Acquire)
+    }
+
+    #[inline]
+    async fn spin_until(&self, w: &AtomicU64, until: Until, max_pauses: u64) -> SpinOutcome {
+        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap) };
+        loop {
+            let v = w.load(Ordering::Acquire);
+            if until.holds(v) {
+                return SpinOutcome::Satisfied(v);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(v);
+            }
+            if left != u64::MAX {
+                left -= 1;
+            }
+            pause();
+        }
+    }
+
+    async fn halt(&self) {
+        match self.machine.wake.get(self.cpu() as usize) {
+            Some(wake) => wake.halt(),
+            None => yield_thread(),
+        }
+    }
+
+    async fn kick(&self, cpu: CpuId) {
+        if let Some(wake) = self.machine.wake.get(cpu as usize) {
+            wake.kick();
+        }
+    }
+
+    async fn yield_now(&self) {
+        yield_thread();
+    }
+
+    #[inline]
+    fn vcpu_is_preempted(&self, _cpu: CpuId) -> bool {
+        false
+    }
+
+    #[inline]
+    fn slice_remaining(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+/// `sched_yield`, or a model step under `loom`.
+fn yield_thread() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_word_add_does_not_carry_into_the_next_field() {
+        let p = Native::default();
+        let w = AtomicU64::new(0xab_ffff_0000);
+        let old = block_on(p.fetch_add_field(&w, Field::new(16, 16), 1));
+        assert_eq!(old, 0xab_ffff_0000);
+        assert_eq!(w.load(Ordering::Relaxed), 0xab_0000_0000, "the tail wrapped; bits 32.. kept");
+        block_on(p.fetch_add_field(&w, Field::new(32, 32), 1));
+        assert_eq!(w.load(Ordering::Relaxed), 0xac_0000_0000);
+    }
+
+    #[test]
+    fn a_kick_before_the_halt_is_not_lost() {
+        static M: Machine = Machine::new();
+        let p = Native::on(&M);
+        block_on(p.kick(p.cpu()));
+        block_on(p.halt()); // returns at once: the kick is pending
+        // The kick races with the waiter's halt: either order must end the halt.
+        for _ in 0..100 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                tx.send(p.cpu()).unwrap();
+                block_on(p.halt());
+            });
+            block_on(p.kick(rx.recv().unwrap()));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !waiter.is_finished() {
+                assert!(std::time::Instant::now() < deadline, "lost kick: the waiter still sleeps");
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    #[test]
+    fn ids_are_given_back_when_threads_exit() {
+        static M: Machine = Machine::new();
+        let p = Native::on(&M);
+        let first = std::thread::spawn(move || p.cpu()).join().unwrap();
+        let second = std::thread::spawn(move || p.cpu()).join().unwrap();
+        assert_eq!(first, second, "the exited thread's id is reused");
+    }
+
+    #[test]
+    fn a_full_machine_hands_out_the_overflow_id() {
+        static M: Machine = Machine::new();
+        for word in &M.taken {
+            word.store(u64::MAX, Ordering::Relaxed);
+        }
+        let p = Native::on(&M);
+        assert_eq!(p.cpu(), OVERFLOW_CPU);
+        block_on(p.halt()); // a yield, not a sleep nobody would end
+        assert!(std::ptr::eq(p.per_cpu(OVERFLOW_CPU, PerCpuSlot::PvWaitLock), &M.overflow_slots[0]));
+    }
+}
