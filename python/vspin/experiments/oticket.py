@@ -96,7 +96,7 @@ class OTicket(Experiment):
             return [Series(c, list(ns), [tp(host, c, workload, n, vms) for n in ns]) for c in configs]
 
         figures, checks = [], []
-        lkc = {c: dict(zip(xs, s.y)) for s in curve("80-core", CONFIGS, "lkc", xs) for c in [s.config]}
+        lkc = {s.config: dict(zip(xs, s.y)) for s in curve("80-core", CONFIGS, "lkc", xs)}
         hi = xs[-1]
         mid = max(n for n in xs if n <= 80)
 
