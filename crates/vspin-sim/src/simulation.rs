@@ -4,6 +4,7 @@
 //! switch) and then its guest activity ([`Act`]). Guest code is polled only when its last request
 //! has been answered; every request either costs time (a timed segment with an end event) or
 //! none (bookkeeping), see [`Sim::handle`].
+use crate::cpuidle::IdleGovernor;
 use crate::engine::{Event, EventQueue, Rng, Time};
 use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
 use crate::locks::GuestLock;
@@ -12,7 +13,6 @@ use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinning, Scenario};
 use crate::timeline::Timeline;
-use crate::cpuidle::IdleGovernor;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
 use crate::workload::{guest_thread, Profile};
