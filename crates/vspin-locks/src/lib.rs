@@ -14,6 +14,10 @@
 //! - [`preemptable_ticket`]: the preemptable ticket lock of VEE'13 (FIFO until a waiter times
 //!   out, then timed-out waiters may overtake a preempted one).
 //! - [`pv_preemptable_ticket`]: its paravirtual variant (halts after timing out; unlock wakes all).
+//! - [`qspinlock`]: the native queued spinlock of Linux 4.2+ (6.8 code): pending bit, then an
+//!   MCS queue of per-CPU nodes (FIFO among queued waiters only).
+//! - [`pv_qspinlock`]: its paravirtual variant of Linux 6.8 (lock stealing, halting queue nodes
+//!   and head, a lock → node hash so that unlock kicks exactly the halted queue head).
 //!
 //! ## On real threads
 //!
@@ -70,15 +74,21 @@ pub mod oticket;
 pub mod platform;
 pub mod preemptable_ticket;
 pub mod pv_preemptable_ticket;
+pub mod pv_qspinlock;
 pub mod pv_ticket;
+pub mod qspinlock;
 pub mod tas;
 pub mod ticket;
 
-pub use platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+pub use platform::{
+    CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU,
+};
 pub use iticket::ITicketLock;
 pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;
+pub use pv_qspinlock::PvQueuedSpinLock;
 pub use pv_ticket::PvTicketLock;
+pub use qspinlock::QueuedSpinLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;

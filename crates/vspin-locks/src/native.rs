@@ -63,7 +63,7 @@
 //! halt or a yield blocks the thread inside the call, and every future is `Ready` on its first
 //! poll. [`block_on`] therefore polls once with a no-op waker; with the operations `#[inline]`
 //! the compiler flattens the state machine into straight-line code.
-use crate::platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until};
+use crate::platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until, PV_LOCK_HASH_WORDS_PER_CPU};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
@@ -81,6 +81,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub const MAX_CPUS: usize = 1024;
 #[cfg(loom)]
 pub const MAX_CPUS: usize = 4;
+
+/// Words of the PV qspinlock hash table: its kernel size for [`MAX_CPUS`] CPUs.
+const PV_LOCK_HASH_WORDS: usize = PV_LOCK_HASH_WORDS_PER_CPU * MAX_CPUS;
 
 /// Words per CPU mask.
 const MASK_WORDS: usize = MAX_CPUS.div_ceil(64);
@@ -183,6 +186,8 @@ pub struct Machine {
     /// Per-CPU slots and mask word of [`OVERFLOW_CPU`], shared by all overflow threads.
     overflow_slots: [AtomicU64; PerCpuSlot::COUNT],
     overflow_mask: AtomicU64,
+    /// The PV qspinlock's lock → node hash table (`pv_lock_hash`).
+    pv_lock_hash: [AtomicU64; PV_LOCK_HASH_WORDS],
     /// Bounded spins are cut to this many pauses (`u64::MAX`: not cut).
     spin_cap: u64,
 }
@@ -202,6 +207,7 @@ impl Machine {
             taken: [const { AtomicU64::new(0) }; MASK_WORDS],
             overflow_slots: [const { AtomicU64::new(0) }; PerCpuSlot::COUNT],
             overflow_mask: AtomicU64::new(0),
+            pv_lock_hash: [const { AtomicU64::new(0) }; PV_LOCK_HASH_WORDS],
             spin_cap: u64::MAX,
         }
     }
@@ -217,6 +223,7 @@ impl Machine {
             taken: from_fn(|_| AtomicU64::new(0)),
             overflow_slots: from_fn(|_| AtomicU64::new(0)),
             overflow_mask: AtomicU64::new(0),
+            pv_lock_hash: from_fn(|_| AtomicU64::new(0)),
             spin_cap: u64::MAX,
         }
     }
@@ -377,6 +384,11 @@ impl Platform for Native {
             Some(row) => &row[slot as usize],
             None => &self.machine.overflow_slots[slot as usize],
         }
+    }
+
+    #[inline]
+    fn pv_lock_hash(&self, i: u32) -> &AtomicU64 {
+        &self.machine.pv_lock_hash[i as usize]
     }
 
     #[inline]

@@ -117,10 +117,16 @@ pub enum PerCpuSlot {
     PvWaitLock = 0,
     /// `klock_waiting.want`: the ticket this CPU waits for.
     PvWaitWant = 1,
+    /// qspinlock MCS node `next`: the successor's CPU + 1 (0: `NULL`).
+    QNext = 2,
+    /// qspinlock MCS node `locked`: set by the predecessor when this node becomes the queue head.
+    QLocked = 3,
+    /// PV qspinlock `pv_node.state`: `vcpu_running`, `vcpu_halted` or `vcpu_hashed`.
+    QState = 4,
 }
 
 impl PerCpuSlot {
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 5;
 }
 
 /// Machine-wide CPU masks (`cpumask_t`), stored as words of 64 CPUs each.
@@ -133,6 +139,11 @@ pub enum CpuMask {
 impl CpuMask {
     pub const COUNT: usize = 1;
 }
+
+/// Words per CPU of the PV qspinlock's machine-wide lock → node hash table (`pv_lock_hash`):
+/// `__pv_init_lock_hash` allocates 4 entries per possible CPU, and an entry is two words
+/// (`lock`, `node`).
+pub const PV_LOCK_HASH_WORDS_PER_CPU: usize = 4 * 2;
 
 /// Creates shared words when a lock is built.
 pub trait WordAlloc<W> {
@@ -154,6 +165,8 @@ pub trait Platform {
     fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &Self::Word;
     /// Word `chunk` (CPUs `64*chunk ..`) of a machine-wide CPU mask.
     fn cpumask(&self, mask: CpuMask, chunk: u32) -> &Self::Word;
+    /// Word `i` (`< PV_LOCK_HASH_WORDS_PER_CPU * nr_cpus`) of the PV qspinlock hash table.
+    fn pv_lock_hash(&self, i: u32) -> &Self::Word;
 
     async fn load(&self, w: &Self::Word) -> u64;
     async fn store(&self, w: &Self::Word, v: u64);

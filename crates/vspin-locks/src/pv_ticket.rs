@@ -32,7 +32,8 @@ use crate::ticket::{HEAD, TAIL};
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
-/// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1).
+/// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1; unchanged in 6.8, where
+/// the PV qspinlock uses it).
 pub const SPIN_THRESHOLD: u64 = 1 << 15;
 /// `__TICKET_LOCK_INC` with `CONFIG_PARAVIRT_SPINLOCKS`.
 pub const TICKET_LOCK_INC: u64 = 2;

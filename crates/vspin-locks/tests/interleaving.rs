@@ -4,7 +4,8 @@
 //!
 //! Checked: mutual exclusion; no lost wake-up (never are all unfinished CPUs halted); FIFO
 //! hand-off for ticket locks always, and for preemptable locks when no CPU is frozen; ticket
-//! wrap-around (lock words start a few tickets before the wrap, for 8- and 16-bit tickets).
+//! wrap-around (lock words start a few tickets before the wrap, for 8- and 16-bit tickets);
+//! queue order for qspinlocks (CPUs that joined the MCS queue acquire in the order they joined).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -14,12 +15,17 @@ use vspin_locks::*;
 
 struct Machine {
     words: RefCell<Vec<u64>>,
-    /// Word indices of per-CPU slots (`PerCpuSlot::COUNT` per CPU), then of the CPU mask.
+    /// Word indices of per-CPU slots (`PerCpuSlot::COUNT` per CPU), of the CPU mask, then of the
+    /// PV qspinlock hash table (`PV_LOCK_HASH_WORDS_PER_CPU` per CPU).
     slots: Vec<usize>,
     halted: RefCell<Vec<bool>>,
     pv_unhalted: RefCell<Vec<bool>>,
     /// CPUs in the order they took a ticket (an add to the lock word's upper field).
     ticket_order: RefCell<Vec<u32>>,
+    /// CPUs in the order they made themselves a qspinlock's queue tail (a CAS that writes their
+    /// tail code, `cpu + 1` in bits 18.., over another), and which of them are still queued.
+    queue_order: RefCell<Vec<u32>>,
+    queued: RefCell<Vec<bool>>,
     halts: Cell<u32>,
     lock_word: Cell<usize>,
     nr: u32,
@@ -81,6 +87,9 @@ impl Platform for Cpu {
     fn cpumask(&self, _mask: CpuMask, chunk: u32) -> &usize {
         &self.m.slots[self.m.nr as usize * PerCpuSlot::COUNT + chunk as usize]
     }
+    fn pv_lock_hash(&self, i: u32) -> &usize {
+        &self.m.slots[self.m.nr as usize * PerCpuSlot::COUNT + 1 + i as usize]
+    }
     async fn load(&self, w: &usize) -> u64 {
         step().await;
         self.m.words.borrow()[*w]
@@ -111,6 +120,12 @@ impl Platform for Cpu {
     async fn compare_exchange(&self, w: &usize, old: u64, new: u64) -> Result<u64, u64> {
         step().await;
         let seen = self.rmw(w, |v| if v == old { new } else { v });
+        let my_tail = (self.id as u64 + 1) << 18;
+        let tail = |v: u64| v & 0xffff_0000;
+        if *w == self.m.lock_word.get() && seen == old && tail(new) == my_tail && tail(old) != my_tail {
+            self.m.queue_order.borrow_mut().push(self.id);
+            self.m.queued.borrow_mut()[self.id as usize] = true;
+        }
         if seen == old {
             Ok(seen)
         } else {
@@ -189,18 +204,25 @@ impl Rng {
 struct Outcome {
     acquisitions: Vec<u32>,
     ticket_order: Vec<u32>,
+    queue_order: Vec<u32>,
+    /// Acquisitions by CPUs that had queued for them, in order.
+    queued_acquisitions: Vec<u32>,
     halts: u32,
 }
 
 /// Run `cpus` CPUs each acquiring the lock `rounds` times. `freeze` enables random long
 /// preemptions. Panics on a violated invariant.
 fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: u64, freeze: bool) -> Outcome {
+    // At most 64 CPUs: one CPU-mask word.
+    let words = cpus as usize * (PerCpuSlot::COUNT + PV_LOCK_HASH_WORDS_PER_CPU) + 1;
     let m = Rc::new(Machine {
-        words: RefCell::new(vec![0; cpus as usize * PerCpuSlot::COUNT + 1]),
-        slots: (0..cpus as usize * PerCpuSlot::COUNT + 1).collect(),
+        words: RefCell::new(vec![0; words]),
+        slots: (0..words).collect(),
         halted: RefCell::new(vec![false; cpus as usize]),
         pv_unhalted: RefCell::new(vec![false; cpus as usize]),
         ticket_order: RefCell::new(Vec::new()),
+        queue_order: RefCell::new(Vec::new()),
+        queued: RefCell::new(vec![false; cpus as usize]),
         halts: Cell::new(0),
         lock_word: Cell::new(usize::MAX),
         nr: cpus,
@@ -208,14 +230,19 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
     let lock = Rc::new(L::new(&mut NearWrap { m: m.clone(), start }));
     let holder = Rc::new(Cell::new(None::<u32>));
     let acquisitions = Rc::new(RefCell::new(Vec::new()));
+    let queued_acquisitions = Rc::new(RefCell::new(Vec::new()));
     let mut tasks: Vec<Option<Pin<Box<dyn Future<Output = ()>>>>> = (0..cpus)
         .map(|id| {
             let (cpu, lock, holder, acq) = (Cpu { id, m: m.clone() }, lock.clone(), holder.clone(), acquisitions.clone());
+            let queued_acq = queued_acquisitions.clone();
             let task: Pin<Box<dyn Future<Output = ()>>> = Box::pin(async move {
                 for _ in 0..rounds {
                     lock.lock(&cpu).await;
                     assert_eq!(holder.replace(Some(id)), None, "mutual exclusion: CPU {id} entered a held lock");
                     acq.borrow_mut().push(id);
+                    if std::mem::take(&mut cpu.m.queued.borrow_mut()[id as usize]) {
+                        queued_acq.borrow_mut().push(id);
+                    }
                     step().await;
                     holder.set(None);
                     lock.unlock(&cpu).await;
@@ -260,11 +287,22 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
     }
     let acquisitions = acquisitions.take();
     assert_eq!(acquisitions.len(), (cpus * rounds) as usize);
-    Outcome { acquisitions, ticket_order: m.ticket_order.take(), halts: m.halts.get() }
+    Outcome {
+        acquisitions,
+        ticket_order: m.ticket_order.take(),
+        queue_order: m.queue_order.take(),
+        queued_acquisitions: queued_acquisitions.take(),
+        halts: m.halts.get(),
+    }
 }
 
 fn assert_fifo(o: &Outcome) {
     assert_eq!(o.acquisitions, o.ticket_order, "acquisitions out of ticket order");
+}
+
+fn assert_queue_order(o: &Outcome) {
+    assert!(!o.queue_order.is_empty(), "no CPU ever queued: the MCS queue was not exercised");
+    assert_eq!(o.queued_acquisitions, o.queue_order, "queued CPUs acquired out of queue order");
 }
 
 /// Near the wrap point of 16-bit tickets: head = tail = 0xfff0 (also even, as PV tickets need).
@@ -349,6 +387,28 @@ fn oticket_far_waiters_halt_and_are_woken_early() {
     for seed in 1..=4 {
         let o = run::<OTicketLock<Cpu>>(20, 8, WRAP16, seed, true);
         assert_fifo(&o);
+        halts += o.halts;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}
+
+// qspinlocks have no counter that wraps (the tail names a CPU), so they start from 0.
+
+#[test]
+fn qspinlock_serves_its_queue_in_order_and_never_halts() {
+    for seed in 1..=8 {
+        let o = run::<QueuedSpinLock<Cpu>>(5, 60, 0, seed, true);
+        assert_queue_order(&o);
+        assert_eq!(o.halts, 0);
+    }
+}
+
+#[test]
+fn pv_qspinlock_serves_its_queue_in_order_and_loses_no_wakeup() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        let o = run::<PvQueuedSpinLock<Cpu>>(5, 60, 0, seed, true);
+        assert_queue_order(&o);
         halts += o.halts;
     }
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");

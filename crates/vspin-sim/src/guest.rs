@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use vspin_locks::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until};
+use vspin_locks::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until, PV_LOCK_HASH_WORDS_PER_CPU};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum MemOp {
@@ -92,12 +92,19 @@ fn call(req: Req) -> impl Future<Output = (u64, u64)> {
 /// Number of per-vCPU words the simulator keeps: the lock slots plus the call-function word.
 pub(crate) const WORDS_PER_CPU: usize = PerCpuSlot::COUNT + 1;
 
+/// Number of words a VM of `vcpus` vCPUs keeps for its guest: per-CPU data, CPU masks and the
+/// PV qspinlock hash table.
+pub(crate) fn vm_words(vcpus: u32) -> usize {
+    vcpus as usize * (WORDS_PER_CPU + PV_LOCK_HASH_WORDS_PER_CPU) + CpuMask::COUNT * vcpus.div_ceil(64) as usize
+}
+
 /// A vCPU as guest code sees it.
 #[derive(Clone)]
 pub struct SimCpu {
     cpu: CpuId,
     nr_cpus: u32,
-    /// Per-CPU words (`WORDS_PER_CPU` per vCPU) then the VM's CPU-mask words.
+    /// Per-CPU words (`WORDS_PER_CPU` per vCPU), the VM's CPU-mask words, then its PV qspinlock
+    /// hash table (`PV_LOCK_HASH_WORDS_PER_CPU` per vCPU): [`vm_words`] of them.
     words: Rc<[SimWord]>,
 }
 
@@ -159,6 +166,10 @@ impl Platform for SimCpu {
     fn cpumask(&self, mask: CpuMask, chunk: u32) -> &SimWord {
         let chunks = self.nr_cpus.div_ceil(64) as usize;
         &self.words[self.nr_cpus as usize * WORDS_PER_CPU + mask as usize * chunks + chunk as usize]
+    }
+    fn pv_lock_hash(&self, i: u32) -> &SimWord {
+        let masks = CpuMask::COUNT * self.nr_cpus.div_ceil(64) as usize;
+        &self.words[self.nr_cpus as usize * WORDS_PER_CPU + masks + i as usize]
     }
 
     async fn load(&self, w: &SimWord) -> u64 {

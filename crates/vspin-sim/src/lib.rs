@@ -32,6 +32,7 @@ pub mod memory;
 pub mod metrics;
 pub mod scenario;
 
+mod cpuidle;
 mod directed_yield;
 mod guest;
 mod locks;
@@ -40,6 +41,7 @@ mod ple;
 mod scheduler;
 mod simulation;
 mod timeline;
+mod topology;
 mod vcpu;
 mod workload;
 

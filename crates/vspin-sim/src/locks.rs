@@ -5,7 +5,7 @@ use crate::memory::Memory;
 use crate::scenario::LockKind;
 use vspin_locks::{
     ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
-    PvPreemptableTicketLock, PvTicketLock, RawSpinLock, TasLock, TicketLock,
+    PvPreemptableTicketLock, PvQueuedSpinLock, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock, TicketLock,
 };
 
 /// Declares the enum of guest locks and forwards each call to the algorithm.
@@ -66,4 +66,6 @@ guest_locks! {
     OticketWakeupOnly => OpportunisticWakeupLock,
     LongerSpinning => LongerSpinningLock,
     Iticket => ITicketLock,
+    Qspinlock => QueuedSpinLock,
+    PvQspinlock => PvQueuedSpinLock,
 }

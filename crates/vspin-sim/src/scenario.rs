@@ -65,6 +65,8 @@ named_values!(LockKind {
     "oticket-wakeup-only" => OticketWakeupOnly,
     "longer-spinning" => LongerSpinning,
     "iticket" => Iticket,
+    "qspinlock" => Qspinlock,
+    "pv-qspinlock" => PvQspinlock,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -72,6 +74,9 @@ named_values!(Preset {
     "ebizzy" => Ebizzy,
     "dvdstore" => Dvdstore,
     "cpu-hog" => CpuHog,
+    "lkc" => Lkc,
+    "exim" => Exim,
+    "metis" => Metis,
 });
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -109,6 +114,10 @@ pub struct HostConfig {
     pub cores_per_socket: u32,
     #[serde(default = "one")]
     pub threads_per_core: u32,
+    /// Work a core delivers with all its SMT threads busy, relative to one thread alone (see
+    /// `topology`).
+    #[serde(default = "default_smt_core_throughput")]
+    pub smt_core_throughput: f64,
     #[serde(default = "default_clock")]
     pub clock_ghz: f64,
     /// Host scheduler tick rate (`CONFIG_HZ`).
@@ -116,10 +125,26 @@ pub struct HostConfig {
     pub hz: u32,
     #[serde(default)]
     pub costs: Costs,
+    /// Hardware idle states beyond C1, shallowest first (`cpuidle`); empty: idle costs only
+    /// `costs.wakeup_ns`.
+    #[serde(default)]
+    pub idle_states: Vec<IdleState>,
+}
+
+/// One host C-state: its exit latency and the idle time that justifies entering it
+/// (`struct cpuidle_state` `exit_latency`, `target_residency`), in ns.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleState {
+    pub exit_ns: f64,
+    pub residency_ns: f64,
 }
 
 fn one() -> u32 {
     1
+}
+fn default_smt_core_throughput() -> f64 {
+    1.2
 }
 fn default_clock() -> f64 {
     2.4
@@ -245,6 +270,8 @@ pub enum LockKind {
     OticketWakeupOnly,
     LongerSpinning,
     Iticket,
+    Qspinlock,
+    PvQspinlock,
 }
 
 impl LockKind {
@@ -260,6 +287,8 @@ impl LockKind {
             LockKind::OticketWakeupOnly => "oticket-wakeup-only",
             LockKind::LongerSpinning => "longer-spinning",
             LockKind::Iticket => "iticket",
+            LockKind::Qspinlock => "qspinlock",
+            LockKind::PvQspinlock => "pv-qspinlock",
         }
     }
 }
@@ -307,6 +336,9 @@ pub enum Preset {
     Ebizzy,
     Dvdstore,
     CpuHog,
+    Lkc,
+    Exim,
+    Metis,
 }
 
 /// A workload: a preset, with any of its parameters overridden.
@@ -316,6 +348,8 @@ pub struct WorkloadConfig {
     pub preset: Preset,
     pub think_ns: Option<f64>,
     pub cs_ns: Option<f64>,
+    pub cs_long_probability: Option<f64>,
+    pub cs_long_ns: Option<f64>,
     pub locks: Option<u32>,
     pub zipf_s: Option<f64>,
     pub block_probability: Option<f64>,
@@ -376,7 +410,28 @@ impl Scenario {
         if threads > 256 {
             return Err(err("host", format!("sockets × cores_per_socket × threads_per_core = {threads} hardware threads; at most 256 are supported")));
         }
+        let smt = h.smt_core_throughput;
+        // Irrelevant with one thread per core, but a bad value is still an error, not ignored.
+        let smt_max = h.threads_per_core.max(2) as f64;
+        if !(smt.is_finite() && (1.0..=smt_max).contains(&smt)) {
+            return Err(err(
+                "host.smt_core_throughput",
+                format!("{smt} is out of range; allowed 1.0 ..= {smt_max} (threads_per_core, at least 2)"),
+            ));
+        }
         positive("host.clock_ghz", h.clock_ghz)?;
+        let mut prev_residency = 0.0;
+        for (i, s) in h.idle_states.iter().enumerate() {
+            non_negative(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns)?;
+            non_negative(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns)?;
+            if s.residency_ns < prev_residency {
+                return Err(err(
+                    format!("host.idle_states[{i}].residency_ns"),
+                    format!("{} is below the previous state's {prev_residency}; list states shallowest first", s.residency_ns),
+                ));
+            }
+            prev_residency = s.residency_ns;
+        }
         if !(10..=10_000).contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));
         }
@@ -464,12 +519,13 @@ impl Scenario {
 
 fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), ScenarioError> {
     let f = |n: &str| format!("{at}.{n}");
-    for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("block_ns", w.block_ns)] {
+    for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("cs_long_ns", w.cs_long_ns), ("block_ns", w.block_ns)] {
         if let Some(v) = v {
             positive(&f(n), v)?;
         }
     }
     for (n, v) in [
+        ("cs_long_probability", w.cs_long_probability),
         ("block_probability", w.block_probability),
         ("shootdown_probability", w.shootdown_probability),
         ("wake_probability", w.wake_probability),

@@ -120,6 +120,10 @@ impl Sim {
                 }
             }
         }
+        if self.pcpus[p as usize].curr.is_none() {
+            let now = self.now;
+            self.pcpus[p as usize].idle.enter(now, &self.idle_states);
+        }
         self.maybe_arm_tick(p);
     }
 
@@ -145,6 +149,7 @@ impl Sim {
         let ple = self.ple.clone();
         let since = self.vcpus[v as usize].state_since;
         self.trace_slice(v, "preempted", since, now);
+        let idle_exit = self.pcpus[p as usize].idle.leave(now);
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Runnable);
         vc.time.waiting_ns += now - vc.state_since;
@@ -161,7 +166,7 @@ impl Sim {
             vc.dy_eligible = false;
         }
         vc.counters.context_switches += 1;
-        let cost = switch + entry + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
+        let cost = switch + entry + idle_exit + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
         match vc.host_work.as_mut() {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),

@@ -4,21 +4,23 @@
 //! switch) and then its guest activity ([`Act`]). Guest code is polled only when its last request
 //! has been answered; every request either costs time (a timed segment with an end event) or
 //! none (bookkeeping), see [`Sim::handle`].
+use crate::cpuidle::IdleGovernor;
 use crate::engine::{Event, EventQueue, Rng, Time};
 use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
 use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, PleConfig, PlePolicy, Pinning, Scenario};
+use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinning, Scenario};
 use crate::timeline::Timeline;
+use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
 use crate::workload::{guest_thread, Profile};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use vspin_locks::{CpuMask, WordAlloc};
+use vspin_locks::WordAlloc;
 
 /// How often the lock monitor audits for lost wake-ups.
 const AUDIT_PERIOD_NS: Time = 1_000_000;
@@ -49,6 +51,7 @@ pub(crate) struct Pcpu {
     pub next: Option<u32>,
     pub skip: Option<u32>,
     pub tick_armed: bool,
+    pub idle: IdleGovernor,
 }
 
 pub(crate) struct Vm {
@@ -76,6 +79,8 @@ pub struct Sim {
     pub(crate) ple: PleConfig,
     pub(crate) directed_yield: DirectedYieldKind,
     pub(crate) pcpus: Vec<Pcpu>,
+    topology: Topology,
+    pub(crate) idle_states: Vec<IdleState>,
     pub(crate) vcpus: Vec<Vcpu>,
     pub(crate) vms: Vec<Vm>,
     pub(crate) locks: Vec<LockState>,
@@ -109,8 +114,7 @@ impl Sim {
     pub fn new(sc: &Scenario) -> Sim {
         let h = &sc.host;
         let n = sc.pcpus();
-        let per_socket = h.cores_per_socket * h.threads_per_core;
-        let socket_of = (0..n).map(|p| p / per_socket).collect();
+        let topology = Topology::new(h);
         let c = &h.costs;
         let mut mem = Memory::new(
             MemoryCosts {
@@ -118,7 +122,7 @@ impl Sim {
                 same_socket_ns: ns(c.transfer_same_socket_ns),
                 cross_socket_ns: ns(c.transfer_cross_socket_ns),
             },
-            socket_of,
+            topology.socket_of(),
         );
         let factor = 1 + (n.clamp(1, 8)).ilog2() as u64;
         let costs = Costs {
@@ -137,7 +141,7 @@ impl Sim {
             nr_latency: 8,
         };
         let pcpus = (0..n)
-            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false })
+            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false, idle: IdleGovernor::default() })
             .collect();
         let mut sim = Sim {
             now: 0,
@@ -148,6 +152,8 @@ impl Sim {
             ple: sc.hypervisor.ple.clone(),
             directed_yield: sc.hypervisor.directed_yield,
             pcpus,
+            topology,
+            idle_states: h.idle_states.clone(),
             vcpus: Vec::new(),
             vms: Vec::new(),
             locks: Vec::new(),
@@ -163,9 +169,7 @@ impl Sim {
         let costs_latency = sim.costs.sched_latency;
         for (vm_id, vm) in sc.vms.iter().enumerate() {
             let first = sim.vcpus.len() as u32;
-            let chunks = vm.vcpus.div_ceil(64) as usize;
-            let words: Rc<[SimWord]> =
-                (0..vm.vcpus as usize * WORDS_PER_CPU + CpuMask::COUNT * chunks).map(|_| mem.word(0)).collect();
+            let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
             let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
             let fifo = GuestLock::fifo(vm.lock);
             let first_lock = sim.locks.len() as u32;
@@ -550,6 +554,7 @@ impl Sim {
                 false
             }
             Req::Compute(t) => {
+                let t = self.smt_stretched(v, t);
                 let vc = &mut self.vcpus[v as usize];
                 vc.ple_spun_ns = 0;
                 vc.act = Act::Compute { remaining: t + vc.access_latency };
@@ -584,6 +589,24 @@ impl Sim {
             Req::WakePeer { start } => self.wake_peer(v, start),
             Req::Note(n) => self.note(v, n),
         }
+    }
+
+    /// `t` of computation on vCPU `v`'s pCPU, slowed by the SMT siblings busy now (`topology`).
+    fn smt_stretched(&self, v: u32, t: Time) -> Time {
+        let siblings = self.topology.siblings(self.vcpus[v as usize].pcpu);
+        if siblings.is_empty() {
+            return t;
+        }
+        let busy = siblings
+            .iter()
+            .filter(|&&p| {
+                self.pcpus[p as usize].curr.is_some_and(|x| {
+                    let x = &self.vcpus[x as usize];
+                    x.host_work.is_some() || matches!(x.act, Act::Compute { .. })
+                })
+            })
+            .count();
+        if busy == 0 { t } else { (t as f64 * self.topology.stretch(busy)).round() as Time }
     }
 
     /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers

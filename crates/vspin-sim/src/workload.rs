@@ -9,7 +9,7 @@
 //!     compute(think)                          // useful work outside any contended lock
 //!     maybe sleep(block)                      // guest idle: the vCPU halts until its timer
 //!     lock(l)   with l drawn from Zipf(s) over `locks` locks
-//!     compute(cs)                             // critical section
+//!     compute(cs, or cs_long with its probability)  // critical section
 //!     unlock(l)
 //!     maybe shootdown(targets)                // synchronous IPI, after the page-table lock
 //!     maybe wake a sleeping peer              // reschedule IPI (a message, a completion)
@@ -29,6 +29,9 @@ use std::rc::Rc;
 pub struct Profile {
     pub think_ns: f64,
     pub cs_ns: f64,
+    /// Share of critical sections that are long (a batch freed under `zone->lock`, a list walk).
+    pub cs_long_probability: f64,
+    pub cs_long_ns: f64,
     pub locks: u32,
     pub zipf_s: f64,
     pub block_probability: f64,
@@ -45,6 +48,8 @@ impl Profile {
         let base = |think_ns, cs_ns, locks, zipf_s| Profile {
             think_ns,
             cs_ns,
+            cs_long_probability: 0.0,
+            cs_long_ns: 1.0,
             locks,
             zipf_s,
             block_probability: 0.0,
@@ -82,11 +87,35 @@ impl Profile {
                 ..base(8_000.0, 300.0, 64, 1.0)
             },
             Preset::CpuHog => base(1_000_000.0, 0.0, 0, 0.0),
+            Preset::Lkc => Profile {
+                cs_long_probability: 0.0005,
+                cs_long_ns: 200_000.0,
+                block_probability: 0.002,
+                block_ns: 200_000.0,
+                shootdown_probability: 0.001,
+                shootdown_targets: 2,
+                ..base(150_000.0, 400.0, 32, 1.0)
+            },
+            Preset::Exim => Profile {
+                cs_long_probability: 0.0005,
+                cs_long_ns: 200_000.0,
+                block_probability: 0.02,
+                block_ns: 100_000.0,
+                wake_probability: 0.02,
+                shootdown_probability: 0.005,
+                shootdown_targets: 2,
+                ..base(100_000.0, 1_000.0, 4, 2.0)
+            },
+            Preset::Metis => Profile {
+                shootdown_probability: 0.002,
+                shootdown_targets: 2,
+                ..base(20_000.0, 200.0, 256, 0.0)
+            },
         };
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -124,7 +153,8 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
         cpu.note(Note::LockBegin(l as u32)).await;
         locks[l].lock(&cpu).await;
         cpu.note(Note::LockAcquired(l as u32)).await;
-        cpu.compute(rng.exp_ns(profile.cs_ns)).await;
+        let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
+        cpu.compute(rng.exp_ns(if long { profile.cs_long_ns } else { profile.cs_ns })).await;
         cpu.note(Note::LockRelease(l as u32)).await;
         locks[l].unlock(&cpu).await;
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.

@@ -17,6 +17,8 @@ fn scenario() -> impl Strategy<Value = String> {
             "oticket-wakeup-only",
             "longer-spinning",
             "iticket",
+            "qspinlock",
+            "pv-qspinlock",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
         (prop::sample::select(vec!["off", "kvm"]), 1u32..=2, 1u32..=3),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),

@@ -47,6 +47,21 @@ fn pv_ticket_never_halts_for_a_lock_without_preemption() {
     assert_eq!(r.totals.kicks, 0, "{:?}", r.totals);
 }
 
+/// The native qspinlock's MCS queue is FIFO, so overcommitted without PLE it suffers lock-waiter
+/// preemption as the ticket lock does; the PV qspinlock halts queued waiters, lets running CPUs
+/// steal the lock past a stalled queue, and kicks the hashed queue head at unlock.
+#[test]
+fn pv_qspinlock_halts_and_kicks_and_beats_native_qspinlock_when_overcommitted() {
+    let runs = |lock: &str| (1..=3).map(|s| run(&host(8, 2, 8, lock, "off", s, 300))).collect::<Vec<_>>();
+    let (native, pv) = (runs("qspinlock"), runs("pv-qspinlock"));
+    let sum = |rs: &[vspin_sim::RunResult]| rs.iter().map(throughput).sum::<f64>();
+    assert!(sum(&pv) >= 1.15 * sum(&native), "pv-qspinlock {:.0} vs qspinlock {:.0}", sum(&pv), sum(&native));
+    assert!(pv.iter().all(|r| r.totals.kicks > 0), "{:?}", pv.iter().map(|r| r.totals.kicks).collect::<Vec<_>>());
+    assert!(native.iter().all(|r| r.totals.kicks == 0));
+    let r = run(&host(8, 1, 8, "pv-qspinlock", "kvm", 1, 200));
+    assert_eq!(r.totals.kicks, 0, "no vCPU preemption, yet a queue head was hashed: {:?}", r.totals);
+}
+
 #[test]
 fn ple_with_directed_yield_improves_the_ticket_lock() {
     let off = throughput_over_seeds(4, |s| host(8, 2, 8, "ticket", "off", s, 1000));

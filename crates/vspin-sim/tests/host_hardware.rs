@@ -1,0 +1,63 @@
+//! Host hardware effects that the OTICKET reproduction relies on: SMT siblings share a core, and
+//! a pCPU left idle in a deep C-state wakes slowly.
+mod common;
+use common::run;
+use vspin_sim::Scenario;
+
+fn hog_scenario(vcpus: u32, threads_per_core: u32) -> Scenario {
+    Scenario::from_toml(&format!(
+        r#"
+        duration_ms = 50
+        [host]
+        cores_per_socket = 2
+        threads_per_core = {threads_per_core}
+        smt_core_throughput = 1.2
+        [[vm]]
+        name = "hog"
+        vcpus = {vcpus}
+        pin = "1:1"
+        lock = "ticket"
+        workload = {{ preset = "cpu-hog", think_ns = 10000 }}
+        "#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn smt_siblings_share_one_core_throughput() {
+    // Two hogs on the two threads of core 0 (pCPUs 0 and 2 in Linux order) vs two hogs on two cores.
+    let mut siblings = hog_scenario(2, 2);
+    siblings.vms[0].pin = vspin_sim::scenario::Pinning::List(vec![0, 2]);
+    let apart = hog_scenario(2, 2);
+    let (shared, separate) = (run(&siblings).vms[0].throughput_per_s, run(&apart).vms[0].throughput_per_s);
+    let ratio = shared / separate;
+    assert!((ratio - 0.6).abs() < 0.03, "siblings deliver {ratio:.3} of two cores' work (model: 1.2 / 2)");
+}
+
+#[test]
+fn deep_idle_states_slow_pv_lock_hand_offs() {
+    let scenario = |idle: &str| {
+        Scenario::from_toml(&format!(
+            r#"
+            duration_ms = 100
+            [host]
+            cores_per_socket = 8
+            idle_states = [{idle}]
+            [hypervisor]
+            ple = {{ policy = "off" }}
+            [[vm]]
+            name = "guest"
+            vcpus = 8
+            pin = "1:1"
+            lock = "pv-ticket"
+            workload = {{ preset = "kernbench", locks = 1, cs_ns = 30000, think_ns = 20000 }}
+            "#
+        ))
+        .unwrap()
+    };
+    let shallow = run(&scenario(""));
+    let deep = run(&scenario("{ exit_ns = 200000, residency_ns = 800 }"));
+    assert!(shallow.totals.kicks > 0, "the scenario must reach the PV slow path");
+    let (s, d) = (shallow.vms[0].throughput_per_s, deep.vms[0].throughput_per_s);
+    assert!(d < 0.8 * s, "with a 200 µs C-state exit {d:.0}/s vs {s:.0}/s without");
+}
