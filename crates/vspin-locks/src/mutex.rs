@@ -16,11 +16,14 @@
 //! - **`try_lock`** is [`RawSpinLock::try_lock`], written once per algorithm against the platform
 //!   like `lock`: a compare-exchange from the lock's idle state to "held by me" (`0 → 1` for TAS;
 //!   `head == tail` to `tail + inc` for the ticket family, also clearing a stale PV slow-path
-//!   flag; `head == tail`, `locked` clear to `tail + 1`, `locked` set for the preemptable ones).
+//!   flag; `head == tail`, `locked` clear to `tail + 1`, `locked` set for the preemptable ones;
+//!   a zero word to `locked` for both queued spinlocks, as `queued_spin_trylock`).
 //! - **Fairness.** [`lock_api::RawMutexFair`] is implemented for the FIFO locks only (ticket,
 //!   PV ticket, OTICKET and its variants, ITICKET), whose every unlock already hands the lock to
 //!   the longest waiter, so `unlock_fair` is `unlock`. TAS is unfair by design, and the
-//!   preemptable ticket locks let timed-out waiters overtake, so they do not claim it.
+//!   preemptable ticket locks let timed-out waiters overtake, so they do not claim it; nor do the
+//!   queued spinlocks, where a newcomer may take a free lock (or the pending bit) ahead of queued
+//!   waiters, and the PV one steals.
 //!
 //! No lock records its owner, so a guard may be released on another thread (`GuardSend`).
 use crate::iticket::ITicketLock;
@@ -29,7 +32,9 @@ use crate::oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, Opp
 use crate::platform::RawSpinLock;
 use crate::preemptable_ticket::PreemptableTicketLock;
 use crate::pv_preemptable_ticket::PvPreemptableTicketLock;
+use crate::pv_qspinlock::PvQueuedSpinLock;
 use crate::pv_ticket::PvTicketLock;
+use crate::qspinlock::QueuedSpinLock;
 use crate::tas::TasLock;
 use crate::ticket::TicketLock;
 
@@ -112,3 +117,8 @@ pub type ITicketMutex<T> = lock_api::Mutex<NativeRaw<ITicketLock<Native>>, T>;
 pub type PreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PreemptableTicketLock<Native>>, T>;
 /// The paravirtual preemptable ticket lock (timed-out waiters futex-wait; unlock wakes all).
 pub type PvPreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PvPreemptableTicketLock<Native>>, T>;
+/// The queued spinlock (qspinlock): pending bit, then an MCS queue of per-CPU nodes.
+pub type QueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<QueuedSpinLock<Native>>, T>;
+/// The paravirtual queued spinlock: lock stealing, queue nodes and head futex-wait, the unlocker
+/// wakes the one hashed head.
+pub type PvQueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLock<Native>>, T>;

@@ -552,4 +552,56 @@ mod tests {
         block_on(p.halt()); // a yield, not a sleep nobody would end
         assert!(std::ptr::eq(p.per_cpu(OVERFLOW_CPU, PerCpuSlot::PvWaitLock), &M.overflow_slots[0]));
     }
+
+    /// Threads without a CPU id of their own cannot queue in a queued spinlock (one shared node,
+    /// an unencodable tail); they must still exclude each other and the one thread that queues.
+    fn queued_lock_with_one_free_id<L: crate::RawSpinLock<Native> + crate::mutex::ConstInit + Sync + 'static>(
+        machine: &'static Machine,
+    ) {
+        for word in &machine.taken {
+            word.store(u64::MAX, Ordering::Relaxed);
+        }
+        machine.taken[0].store(u64::MAX - 1, Ordering::Relaxed);
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        COUNT.store(0, Ordering::Relaxed);
+        let lock: &'static L = Box::leak(Box::new(L::INIT));
+        let p = Native::on(machine);
+        let (threads, rounds) = (4, 20_000);
+        // Every thread holds its id until all have one, so at most one gets a real id.
+        let all_have_ids: &'static std::sync::Barrier = Box::leak(Box::new(std::sync::Barrier::new(threads)));
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let id = p.cpu();
+                    all_have_ids.wait();
+                    for _ in 0..rounds {
+                        block_on(lock.lock(&p));
+                        // A load and a store, not an atomic add: a lost update if two are inside.
+                        let v = COUNT.load(Ordering::Relaxed);
+                        std::hint::spin_loop();
+                        COUNT.store(v + 1, Ordering::Relaxed);
+                        block_on(lock.unlock(&p));
+                    }
+                    id
+                })
+            })
+            .collect();
+        // A broken queue hangs rather than losing updates: fail instead.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !workers.iter().all(|w| w.is_finished()) {
+            assert!(std::time::Instant::now() < deadline, "{}: threads still waiting for the lock", L::NAME);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let ids: Vec<CpuId> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        assert_eq!(ids.iter().filter(|&&id| id == OVERFLOW_CPU).count(), threads - 1, "{ids:?}");
+        assert_eq!(COUNT.load(Ordering::Relaxed), threads as u64 * rounds, "{}: lost updates", L::NAME);
+    }
+
+    #[test]
+    fn queued_spinlocks_without_a_node_spin_on_the_trylock() {
+        static Q: Machine = Machine::new();
+        queued_lock_with_one_free_id::<crate::QueuedSpinLock<Native>>(&Q);
+        static PV: Machine = Machine::new().with_spin_cap(4);
+        queued_lock_with_one_free_id::<crate::PvQueuedSpinLock<Native>>(&PV);
+    }
 }

@@ -155,7 +155,8 @@ pub trait Platform {
     /// A 64-bit shared memory word.
     type Word;
 
-    /// This CPU.
+    /// This CPU: below [`Platform::nr_cpus`], except that the native platform gives threads
+    /// beyond its CPU ids one id above it, whose per-CPU data all of them share.
     fn cpu(&self) -> CpuId;
     /// How many CPUs the machine (guest) has.
     fn nr_cpus(&self) -> u32;

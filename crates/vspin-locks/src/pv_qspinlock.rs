@@ -56,19 +56,21 @@
 //! not `_Q_SLOW_VAL`, so its `pv_wait` returns at once and it spins until it gets the lock.
 //!
 //! **Modelled as in the kernel**, with these deviations: one MCS node per CPU (see
-//! [`qspinlock`](crate::qspinlock)); the node's `cpu` is the CPU itself, so hash entries name
-//! CPUs; the hash table has `4 × nr_cpus` entries (rounded down to a power of two) without the
-//! kernel's one-page minimum, which only makes collisions rarer; KVM's `vcpu_is_preempted` is
-//! not consulted (6.8's `qspinlock_paravirt.h` does not use it); and a trylock beaten by a
-//! stealer in `pv_wait_head_or_lock` restarts its `SPIN_THRESHOLD` count (the platform's spin
-//! does not report how many PAUSEs it used; such a race needs a steal in the instant the head
-//! sees `locked == 0`).
+//! [`qspinlock`](crate::qspinlock), also for a CPU without one); the node's `cpu` is the CPU
+//! itself, so hash entries name CPUs; the hash table has `4 × nr_cpus` entries (rounded down to a
+//! power of two) without the kernel's one-page minimum, which only makes collisions rarer; KVM's
+//! `vcpu_is_preempted` is not consulted (6.8's `qspinlock_paravirt.h` does not use it); and a
+//! trylock beaten by a stealer in `pv_wait_head_or_lock` restarts its `SPIN_THRESHOLD` count (the
+//! platform's spin does not report how many PAUSEs it used; such a race needs a steal in the
+//! instant the head sees `locked == 0`).
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU};
 use crate::pv_ticket::SPIN_THRESHOLD;
 use crate::qspinlock::{
-    claim_and_pass, clear_pending, encode_tail, init_node, link_behind, successor, xchg_tail, LOCKED,
-    LOCKED_PENDING, LOCKED_VAL, PENDING, PENDING_VAL, TAIL,
+    claim_and_pass, clear_pending, encode_tail, has_node, init_node, link_behind, queued_spin_trylock, successor,
+    xchg_tail, LOCKED, LOCKED_PENDING, LOCKED_VAL, PENDING, PENDING_VAL, TAIL,
 };
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `_Q_SLOW_VAL`: `locked` = 3 means "a queue head is hashed and halted: unlock must kick".
 const SLOW_VAL: u64 = 3;
@@ -298,6 +300,15 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
         if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
             return;
         }
+        if !has_node(p) {
+            // `while (!queued_spin_trylock(lock)) cpu_relax();`, where the PV slow path's
+            // `queued_spin_trylock` is the hybrid unfair trylock; it can only succeed once
+            // `locked` and `pending` are clear.
+            while !self.hybrid_queued_unfair_trylock(p).await {
+                p.spin_until(&self.val, Until::field_eq(LOCKED_PENDING, 0), u64::MAX).await;
+            }
+            return;
+        }
         let me = p.cpu();
         init_node(p).await;
         // `pv_init_node`: `pn->cpu` is this CPU (implicit: node = CPU), state running.
@@ -331,6 +342,17 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
         p.fetch_and(&self.val, !(LOCKED.mask() << LOCKED.shift)).await;
         p.kick(cpu).await;
     }
+
+    /// `arch_spin_trylock` is the generic `queued_spin_trylock` (the PV slow path's unfair
+    /// variant is defined for `qspinlock.c` only).
+    async fn try_lock(&self, p: &P) -> bool {
+        queued_spin_trylock(p, &self.val).await
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for PvQueuedSpinLock<Native> {
+    const INIT: Self = PvQueuedSpinLock { val: Native::word(0) };
 }
 
 #[cfg(test)]

@@ -40,12 +40,21 @@
 //! thread, never from an interrupt handler, so `idx` is always 0 and the node lives in the
 //! per-CPU slots [`PerCpuSlot::QNext`] and [`PerCpuSlot::QLocked`].
 //!
+//! **No node.** A CPU id at or above [`Platform::nr_cpus`] has no per-CPU node of its own: the
+//! native platform hands such an id to threads beyond its `MAX_CPUS` (see
+//! [`native`](crate::native)). Queuing it would share one node among all of them and put an
+//! unencodable CPU in the tail, so it does what the kernel does when all `MAX_NODES` nodes of a
+//! CPU are in use (`idx >= MAX_NODES`, `kernel-mechanisms.md` §2.2): spin on
+//! `queued_spin_trylock` and never queue.
+//!
 //! **Sub-word atomics.** x86 stores and exchanges single bytes and half-words of the lock word;
 //! the platform has whole-word operations only. Each helper below states the word operation it
 //! uses and why it has the same effect on every value the lock word can hold there; where the
 //! kernel also has a generic (`_Q_PENDING_BITS != 8`) version made of word atomics, that version
 //! is used and cited.
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `_Q_LOCKED_MASK`: the `locked` byte (`_Q_LOCKED_OFFSET = 0`, `_Q_LOCKED_BITS = 8`).
 pub(crate) const LOCKED: Field = Field::new(0, 8);
@@ -110,6 +119,16 @@ pub(crate) async fn xchg_tail<P: Platform>(p: &P, w: &P::Word, tail: u64) -> u64
             Err(v) => old = v,
         }
     }
+}
+
+/// `queued_spin_trylock`: take the lock only if the whole word is 0.
+pub(crate) async fn queued_spin_trylock<P: Platform>(p: &P, w: &P::Word) -> bool {
+    p.load(w).await == 0 && p.compare_exchange(w, 0, LOCKED_VAL).await.is_ok()
+}
+
+/// Whether this CPU has a queue node (see "No node" in the module docs).
+pub(crate) fn has_node<P: Platform>(p: &P) -> bool {
+    p.cpu() < p.nr_cpus()
 }
 
 /// `node->locked = 0; node->next = NULL` for this CPU's node.
@@ -189,17 +208,22 @@ impl<P: Platform> QueuedSpinLock<P> {
         true
     }
 
-    /// `queued_spin_trylock`: take the lock only if the whole word is 0.
-    async fn trylock(&self, p: &P) -> bool {
-        p.load(&self.val).await == 0 && p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok()
-    }
-
     /// The MCS queue of `queued_spin_lock_slowpath` (from `queue:`).
     async fn queue(&self, p: &P) {
+        if !has_node(p) {
+            // `while (!queued_spin_trylock(lock)) cpu_relax();`: the trylock fails on any
+            // non-zero word, so only a zero word is worth a compare-exchange.
+            loop {
+                p.spin_until(&self.val, Until::eq(0), u64::MAX).await;
+                if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
+                    return;
+                }
+            }
+        }
         init_node(p).await;
         // "We touched a (possibly) cold cacheline in the per-cpu queue node; attempt the
         // trylock once more in the hope someone let go while we weren't watching."
-        if self.trylock(p).await {
+        if queued_spin_trylock(p, &self.val).await {
             return;
         }
         let old = xchg_tail(p, &self.val, encode_tail(p.cpu())).await;
@@ -237,6 +261,16 @@ impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     async fn unlock(&self, p: &P) {
         p.fetch_and(&self.val, !LOCKED.mask()).await;
     }
+
+    /// `queued_spin_trylock`.
+    async fn try_lock(&self, p: &P) -> bool {
+        queued_spin_trylock(p, &self.val).await
+    }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for QueuedSpinLock<Native> {
+    const INIT: Self = QueuedSpinLock { val: Native::word(0) };
 }
 
 #[cfg(test)]
