@@ -76,7 +76,7 @@ fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u
 }
 
 /// Three threads are explored with fewer preemptions when two waiters can spin without bound
-/// (TAS, ticket, the preemptable lock's `locked` bit): every PAUSE is a loom yield, a free
+/// (TAS, ticket, the preemptable lock's `locked` bit, the queued spinlock's MCS queue): every PAUSE is a loom yield, a free
 /// scheduling point, and two spinners yielding to each other multiply the executions beyond
 /// minutes. The PV locks halt after one PAUSE here, and a halted thread is not scheduled.
 macro_rules! models {
@@ -106,4 +106,6 @@ models! {
     iticket: ITicketLock<Native>, 2;
     preemptable_ticket: PreemptableTicketLock<Native>, 1;
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, 2;
+    qspinlock: QueuedSpinLock<Native>, 1;
+    pv_qspinlock: PvQueuedSpinLock<Native>, 2;
 }

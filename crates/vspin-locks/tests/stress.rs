@@ -2,9 +2,10 @@
 //! incrementing a shared counter under the lock; the total must be exact.
 //!
 //! The OS scheduler preempts lock holders and queued waiters here as a hypervisor preempts
-//! vCPUs, so the FIFO locks without a timeout (ticket, and TAS's unbounded spin) crawl: one
-//! hand-off to a descheduled waiter costs a scheduler time slice. Their counts are kept small
-//! (`FEW`) so each test still takes seconds; the preemption-tolerant locks do `MANY`.
+//! vCPUs, so the locks whose waiters spin without a timeout (ticket, the queued spinlock's MCS
+//! queue, and TAS's unbounded spin) crawl: one hand-off to a descheduled waiter costs a scheduler
+//! time slice. Their counts are kept small (`FEW`) so each test still takes seconds; the
+//! preemption-tolerant locks do `MANY`.
 //!
 //! Each lock is run twice:
 //! - as a `lock_api` mutex on the process-wide machine (the real configuration), every fourth
@@ -140,4 +141,6 @@ stress! {
     iticket: ITicketLock<Native>, MANY;
     preemptable_ticket: PreemptableTicketLock<Native>, MANY;
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, MANY;
+    qspinlock: QueuedSpinLock<Native>, FEW;
+    pv_qspinlock: PvQueuedSpinLock<Native>, MANY;
 }
