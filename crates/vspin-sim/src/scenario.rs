@@ -129,6 +129,22 @@ pub struct HostConfig {
     /// `costs.wakeup_ns`.
     #[serde(default)]
     pub idle_states: Vec<IdleState>,
+    /// Host threads competing with the vCPUs for every pCPU; absent: the vCPUs are the host's
+    /// only tasks.
+    #[serde(default)]
+    pub background: Option<Background>,
+}
+
+/// Host background activity: one host thread pinned to each pCPU (the QEMU I/O thread, vhost,
+/// kworkers, RCU and softirq threads, folded into one) that sleeps for an exponentially
+/// distributed interval of mean `interval_us`, then runs a burst of mean `burst_us` as a CFS
+/// task. A waking thread preempts a vCPU when its vruntime lead allows (`check_preempt_wakeup`),
+/// which is how a vCPU is preempted on a host that is not over-committed.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Background {
+    pub interval_us: f64,
+    pub burst_us: f64,
 }
 
 /// One host C-state: its exit latency and the idle time that justifies entering it
@@ -431,6 +447,10 @@ impl Scenario {
                 ));
             }
             prev_residency = s.residency_ns;
+        }
+        if let Some(b) = &h.background {
+            positive("host.background.interval_us", b.interval_us)?;
+            positive("host.background.burst_us", b.burst_us)?;
         }
         if !(10..=10_000).contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));

@@ -15,7 +15,7 @@ use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinnin
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
-use crate::workload::{guest_thread, Profile};
+use crate::workload::{guest_thread, host_thread, Profile};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -66,6 +66,8 @@ pub(crate) struct Vm {
     pub work_units: u64,
     pub completed_at: Option<Time>,
     pub last_boosted: i64,
+    /// The host's background threads (`scenario::Background`), not a guest: left out of results.
+    pub host_threads: bool,
 }
 
 type GuestFuture = Pin<Box<dyn Future<Output = ()>>>;
@@ -166,7 +168,6 @@ impl Sim {
             seed: sc.seed,
         };
         let mut load = vec![0u32; n as usize];
-        let costs_latency = sim.costs.sched_latency;
         for (vm_id, vm) in sc.vms.iter().enumerate() {
             let first = sim.vcpus.len() as u32;
             let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
@@ -187,50 +188,8 @@ impl Sim {
                 };
                 load[pcpu as usize] += 1;
                 let cpu = SimCpu::new(i, vm.vcpus, words.clone());
-                let g = first + i;
-                let mut rng = Rng::stream(sc.seed, g as u64 + 1);
-                // The VMs' threads were started at unrelated times: give each a random position
-                // within one scheduling period instead of an artificial lock-step start (which
-                // would co-schedule each VM's vCPUs, the very cure for lock-waiter preemption).
-                let start_vruntime = rng.below(costs_latency);
-                sim.guests.push(Box::pin(guest_thread(cpu, locks.clone(), profile.clone(), rng)));
-                sim.vcpus.push(Vcpu {
-                    vm: vm_id as u32,
-                    index: i,
-                    affinity,
-                    host: HostState::Runnable,
-                    pcpu,
-                    state_since: 0,
-                    act: Act::Ready,
-                    host_work: None,
-                    active: false,
-                    seg_start: 0,
-                    spin_check_at: 0,
-                    pause_carry_ps: 0,
-                    gen: 0,
-                    timer_gen: 0,
-                    response: (0, 0),
-                    access_latency: 0,
-                    last_read: (SimWord(u32::MAX), 0),
-                    se: SchedEntity { vruntime: start_vruntime, exec_start: 0, sum_exec: 0, prev_sum_exec: 0 },
-                    preempted: false,
-                    pv_unhalted: false,
-                    kicked: false,
-                    woken: false,
-                    in_spin_loop: false,
-                    dy_eligible: false,
-                    ple_window: sc.hypervisor.ple.window_cycles,
-                    ple_spun_ns: 0,
-                    pending_ipis: Vec::new(),
-                    call_function_word: words[i as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
-                    waiting: None,
-                    held: None,
-                    releasing: None,
-                    time: TimeBreakdown::default(),
-                    counters: Counters::default(),
-                    work_units: 0,
-                });
-                sim.pcpus[pcpu as usize].queued.push(g);
+                let (locks, profile) = (locks.clone(), profile.clone());
+                sim.add_vcpu(vm_id as u32, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, rng)));
             }
             sim.vms.push(Vm {
                 name: vm.name.clone(),
@@ -244,11 +203,85 @@ impl Sim {
                 work_units: 0,
                 completed_at: None,
                 last_boosted: 0,
+                host_threads: false,
+            });
+        }
+        if let Some(bg) = &h.background {
+            // The host threads ride on the vCPU machinery as one more "VM" that the results
+            // leave out; the timeline shows it as `host`.
+            let first = sim.vcpus.len() as u32;
+            let words: Rc<[SimWord]> = (0..guest::vm_words(n)).map(|_| mem.word(0)).collect();
+            let (interval_ns, burst_ns) = (bg.interval_us * 1e3, bg.burst_us * 1e3);
+            for p in 0..n {
+                let cpu = SimCpu::new(p, n, words.clone());
+                sim.add_vcpu(sc.vms.len() as u32, p, Affinity::Pinned(p), p, &words, |rng| Box::pin(host_thread(cpu, interval_ns, burst_ns, rng)));
+            }
+            sim.vms.push(Vm {
+                name: "host".into(),
+                lock: "none",
+                workload: "host-threads".into(),
+                first_vcpu: first,
+                vcpus: n,
+                first_lock: sim.locks.len() as u32,
+                guest_tick_ns: sim.costs.tick_ns,
+                target: None,
+                work_units: 0,
+                completed_at: None,
+                last_boosted: 0,
+                host_threads: true,
             });
         }
         sim.watchers = vec![Vec::new(); mem.len()];
         sim.mem = mem;
         sim
+    }
+
+    /// Add vCPU `index` of VM `vm`, runnable on `pcpu`, running the guest code `start` returns.
+    fn add_vcpu(&mut self, vm: u32, index: u32, affinity: Affinity, pcpu: u32, words: &[SimWord], start: impl FnOnce(Rng) -> GuestFuture) {
+        let g = self.vcpus.len() as u32;
+        let mut rng = Rng::stream(self.seed, g as u64 + 1);
+        // The VMs' threads were started at unrelated times: give each a random position within
+        // one scheduling period instead of an artificial lock-step start (which would
+        // co-schedule each VM's vCPUs, the very cure for lock-waiter preemption).
+        let start_vruntime = rng.below(self.costs.sched_latency);
+        self.guests.push(start(rng));
+        self.vcpus.push(Vcpu {
+            vm,
+            index,
+            affinity,
+            host: HostState::Runnable,
+            pcpu,
+            state_since: 0,
+            act: Act::Ready,
+            host_work: None,
+            active: false,
+            seg_start: 0,
+            spin_check_at: 0,
+            pause_carry_ps: 0,
+            gen: 0,
+            timer_gen: 0,
+            response: (0, 0),
+            access_latency: 0,
+            last_read: (SimWord(u32::MAX), 0),
+            se: SchedEntity { vruntime: start_vruntime, exec_start: 0, sum_exec: 0, prev_sum_exec: 0 },
+            preempted: false,
+            pv_unhalted: false,
+            kicked: false,
+            woken: false,
+            in_spin_loop: false,
+            dy_eligible: false,
+            ple_window: self.ple.window_cycles,
+            ple_spun_ns: 0,
+            pending_ipis: Vec::new(),
+            call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
+            waiting: None,
+            held: None,
+            releasing: None,
+            time: TimeBreakdown::default(),
+            counters: Counters::default(),
+            work_units: 0,
+        });
+        self.pcpus[pcpu as usize].queued.push(g);
     }
 
     /// Record a timeline of `[from, to)` (ns) during the run.
@@ -960,7 +993,7 @@ impl Sim {
         let mut totals = Counters::default();
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
-        for vm in &self.vms {
+        for vm in self.vms.iter().filter(|vm| !vm.host_threads) {
             let mut time = TimeBreakdown::default();
             let mut counters = Counters::default();
             for vc in &self.vcpus[vm.first_vcpu as usize..(vm.first_vcpu + vm.vcpus) as usize] {

@@ -61,3 +61,39 @@ fn deep_idle_states_slow_pv_lock_hand_offs() {
     let (s, d) = (shallow.vms[0].throughput_per_s, deep.vms[0].throughput_per_s);
     assert!(d < 0.8 * s, "with a 200 µs C-state exit {d:.0}/s vs {s:.0}/s without");
 }
+
+fn not_overcommitted(background: &str) -> Scenario {
+    Scenario::from_toml(&format!(
+        r#"
+        duration_ms = 300
+        [host]
+        cores_per_socket = 8
+        {background}
+        [hypervisor]
+        ple = {{ policy = "off" }}
+        [[vm]]
+        name = "a"
+        vcpus = 8
+        pin = "1:1"
+        lock = "ticket"
+        workload = {{ preset = "kernbench" }}
+        "#
+    ))
+    .unwrap()
+}
+
+/// With one vCPU per pCPU, only host threads can preempt a vCPU: without them no lock holder or
+/// waiter is ever preempted; with them, waking threads preempt vCPUs and take their share.
+#[test]
+fn host_background_threads_preempt_vcpus_of_a_host_that_is_not_overcommitted() {
+    let quiet = run(&not_overcommitted(""));
+    assert_eq!(quiet.totals.lhp_events + quiet.totals.lwp_events, 0, "{:?}", quiet.totals);
+    let busy = run(&not_overcommitted("background = { interval_us = 2000, burst_us = 200 }"));
+    assert_eq!(busy.vms.len(), 1, "host threads are not a VM of the results");
+    assert_eq!(busy.vcpus.len(), 8);
+    assert!(busy.totals.lhp_events + busy.totals.lwp_events > 0, "{:?}", busy.totals);
+    let waiting = |r: &vspin_sim::RunResult| r.vms[0].time.waiting_ns as f64 / (8.0 * r.simulated_ms * 1e6);
+    // Bursts of 200 µs every ~2.2 ms take about 9% of each pCPU.
+    assert!((0.04..0.15).contains(&waiting(&busy)), "vCPUs waited {:.3} of their time", waiting(&busy));
+    assert_eq!(waiting(&quiet), 0.0);
+}
