@@ -22,6 +22,8 @@
 //! lock's fast-path cost in nanoseconds per pair.
 //!
 //! [`run_json`] takes and returns JSON (the Python `vspin bench-locks` command calls it).
+//! [`host_costs`] measures this machine's costs for the simulator's host mode (`vspin
+//! validate-locks`).
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -29,6 +31,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use vspin_locks::mutex::*;
+
+pub mod host_costs;
 
 /// What the benchmark needs of a lock protecting a counter.
 pub trait BenchLock: Send + Sync + 'static {
