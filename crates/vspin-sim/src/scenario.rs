@@ -373,6 +373,7 @@ pub struct WorkloadConfig {
     pub shootdown_probability: Option<f64>,
     pub shootdown_targets: Option<u32>,
     pub wake_probability: Option<f64>,
+    pub threads_per_vcpu: Option<u32>,
 }
 
 impl Scenario {
@@ -561,6 +562,11 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     }
     if w.locks == Some(0) {
         return Err(err(f("locks"), "must be at least 1"));
+    }
+    if let Some(t) = w.threads_per_vcpu {
+        if !(1..=4096).contains(&t) {
+            return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed 1..=4096")));
+        }
     }
     if let Some(t) = w.shootdown_targets {
         if vcpus < 2 {

@@ -171,7 +171,7 @@ impl Sim {
         for (vm_id, vm) in sc.vms.iter().enumerate() {
             let first = sim.vcpus.len() as u32;
             let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
-            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
+            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, sim.costs.context_switch));
             let fifo = GuestLock::fifo(vm.lock);
             let first_lock = sim.locks.len() as u32;
             let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut mem)).collect();
@@ -621,6 +621,10 @@ impl Sim {
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
             Req::WakePeer { start } => self.wake_peer(v, start),
             Req::Note(n) => self.note(v, n),
+            Req::Clock => {
+                self.vcpus[v as usize].response = (now, 0);
+                true
+            }
         }
     }
 

@@ -119,3 +119,21 @@ fn ticket_handoff_cost_grows_with_the_number_of_spinners() {
     let (four, sixteen) = (handoff_ns(4), handoff_ns(16));
     assert!(sixteen > 3.0 * four, "hand-off with 4 spinners {four:.0} ns, with 16 {sixteen:.0} ns");
 }
+
+/// A guest with many threads per vCPU keeps its vCPU busy while one thread blocks (the guest
+/// scheduler switches threads); with one thread per vCPU, every block is a halt.
+#[test]
+fn a_vcpu_halts_only_when_all_its_guest_threads_are_blocked() {
+    let hackbench = |threads: u32| {
+        vspin_sim::Scenario::from_toml(&format!(
+            "duration_ms = 50\n[host]\ncores_per_socket = 4\n[[vm]]\nname = \"g\"\nvcpus = 4\npin = \"1:1\"\nlock = \"ticket\"\n\
+             workload = {{ preset = \"hackbench\", threads_per_vcpu = {threads} }}\n"
+        ))
+        .unwrap()
+    };
+    let (one, many) = (run(&hackbench(1)), run(&hackbench(50)));
+    let halted = |r: &vspin_sim::RunResult| r.vms[0].time.halted_ns as f64 / (4.0 * r.simulated_ms * 1e6);
+    assert!(halted(&one) > 0.2, "one thread per vCPU: halted {:.3}", halted(&one));
+    assert!(halted(&many) < 0.01, "50 threads per vCPU: halted {:.3}", halted(&many));
+    assert!(throughput(&many) > 1.5 * throughput(&one), "{} vs {}", throughput(&many), throughput(&one));
+}
