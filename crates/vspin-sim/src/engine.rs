@@ -28,8 +28,32 @@ pub enum Event {
     End,
 }
 
+/// A queued event, ordered by `(time << 64) | sequence` alone: one integer comparison.
+#[derive(Clone, Copy)]
+struct Entry {
+    key: u128,
+    event: Event,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
+    heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     popped: u64,
 }
@@ -47,13 +71,13 @@ impl EventQueue {
 
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, ev)));
+        self.heap.push(Reverse(Entry { key: (at as u128) << 64 | self.seq as u128, event: ev }));
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        let Reverse((t, _, e)) = self.heap.pop()?;
+        let Reverse(Entry { key, event }) = self.heap.pop()?;
         self.popped += 1;
-        Some((t, e))
+        Some(((key >> 64) as Time, event))
     }
 
     /// Events processed so far (stale ones included).
