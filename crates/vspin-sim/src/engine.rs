@@ -53,6 +53,10 @@ impl Ord for Entry {
 }
 
 pub struct EventQueue {
+    /// The earliest event, when it was pushed earlier than everything in the heap: a handler
+    /// often schedules the very next event (a memory latency, a short exit), and this spares it
+    /// the heap's push and pop.
+    front: Option<Entry>,
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     popped: u64,
@@ -66,16 +70,31 @@ impl Default for EventQueue {
 
 impl EventQueue {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::with_capacity(1024), seq: 0, popped: 0 }
+        EventQueue { front: None, heap: BinaryHeap::with_capacity(1024), seq: 0, popped: 0 }
     }
 
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry { key: (at as u128) << 64 | self.seq as u128, event: ev }));
+        let entry = Entry { key: (at as u128) << 64 | self.seq as u128, event: ev };
+        let earliest_queued = match (&self.front, self.heap.peek()) {
+            (Some(f), _) => Some(f.key),
+            (None, Some(Reverse(h))) => Some(h.key),
+            (None, None) => None,
+        };
+        if earliest_queued.is_none_or(|k| entry.key < k) {
+            if let Some(previous) = self.front.replace(entry) {
+                self.heap.push(Reverse(previous));
+            }
+        } else {
+            self.heap.push(Reverse(entry));
+        }
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        let Reverse(Entry { key, event }) = self.heap.pop()?;
+        let Entry { key, event } = match self.front.take() {
+            Some(f) => f,
+            None => self.heap.pop()?.0,
+        };
         self.popped += 1;
         Some(((key >> 64) as Time, event))
     }
