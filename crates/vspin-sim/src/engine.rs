@@ -189,6 +189,32 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_pushes_and_pops_come_out_in_time_then_insertion_order() {
+        // A handler pops one event and pushes a few, often the next one due: the path through
+        // the slot in front of the heap must keep the order a plain sort gives.
+        let mut q = EventQueue::new();
+        let mut r = Rng::stream(5, 5);
+        let mut pending: Vec<(u64, u64)> = Vec::new();
+        let (mut now, mut seq) = (0u64, 0u64);
+        for _ in 0..20_000 {
+            for _ in 0..r.below(3) {
+                let at = now + r.below(4);
+                seq += 1;
+                q.push(at, Event::Tick { pcpu: seq as u32 });
+                pending.push((at, seq));
+            }
+            pending.sort();
+            match q.pop() {
+                Some((t, Event::Tick { pcpu })) => {
+                    assert_eq!((t, pcpu as u64), pending.remove(0));
+                    now = t;
+                }
+                other => assert!(pending.is_empty(), "{other:?} with {} pending", pending.len()),
+            }
+        }
+    }
+
+    #[test]
     fn streams_are_reproducible_and_distinct() {
         let a: Vec<u64> = (0..4).map(|_| Rng::stream(7, 1).next_u64()).collect();
         assert!(a.windows(2).all(|w| w[0] == w[1]));
