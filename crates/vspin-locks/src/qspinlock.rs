@@ -69,7 +69,7 @@ const PENDING_LOOPS: u64 = 1 << 9;
 
 /// A spin's last observed value, whether or not the condition held (`atomic_cond_read` with a
 /// loop bound returns the value it stopped at).
-fn last_value(s: SpinOutcome) -> u64 {
+pub(crate) fn last_value(s: SpinOutcome) -> u64 {
     match s {
         SpinOutcome::Satisfied(v) | SpinOutcome::Exhausted(v) => v,
     }
@@ -155,6 +155,12 @@ pub(crate) async fn claim_and_pass<P: Platform>(p: &P, w: &P::Word, val: u64, ne
     Some(next)
 }
 
+/// `queued_spin_trylock`: take the lock only if the whole word is 0 (no owner, no one pending
+/// or queued).
+pub(crate) async fn queued_spin_trylock<P: Platform>(p: &P, w: &P::Word) -> bool {
+    p.load(w).await == 0 && p.compare_exchange(w, 0, LOCKED_VAL).await.is_ok()
+}
+
 pub struct QueuedSpinLock<P: Platform> {
     val: P::Word,
 }
@@ -189,17 +195,12 @@ impl<P: Platform> QueuedSpinLock<P> {
         true
     }
 
-    /// `queued_spin_trylock`: take the lock only if the whole word is 0.
-    async fn trylock(&self, p: &P) -> bool {
-        p.load(&self.val).await == 0 && p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok()
-    }
-
     /// The MCS queue of `queued_spin_lock_slowpath` (from `queue:`).
     async fn queue(&self, p: &P) {
         init_node(p).await;
         // "We touched a (possibly) cold cacheline in the per-cpu queue node; attempt the
         // trylock once more in the hope someone let go while we weren't watching."
-        if self.trylock(p).await {
+        if queued_spin_trylock(p, &self.val).await {
             return;
         }
         let old = xchg_tail(p, &self.val, encode_tail(p.cpu())).await;
