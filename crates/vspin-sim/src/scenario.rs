@@ -67,6 +67,7 @@ named_values!(LockKind {
     "iticket" => Iticket,
     "qspinlock" => Qspinlock,
     "pv-qspinlock" => PvQspinlock,
+    "pv-qspinlock-v4.2" => PvQspinlockV42,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -288,6 +289,7 @@ pub enum LockKind {
     Iticket,
     Qspinlock,
     PvQspinlock,
+    PvQspinlockV42,
 }
 
 impl LockKind {
@@ -305,6 +307,7 @@ impl LockKind {
             LockKind::Iticket => "iticket",
             LockKind::Qspinlock => "qspinlock",
             LockKind::PvQspinlock => "pv-qspinlock",
+            LockKind::PvQspinlockV42 => "pv-qspinlock-v4.2",
         }
     }
 }
