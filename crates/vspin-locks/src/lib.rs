@@ -18,6 +18,9 @@
 //!   MCS queue of per-CPU nodes (FIFO among queued waiters only).
 //! - [`pv_qspinlock`]: its paravirtual variant of Linux 6.8 (lock stealing, halting queue nodes
 //!   and head, a lock → node hash so that unlock kicks exactly the halted queue head).
+//! - [`pv_qspinlock_v42`]: the paravirtual queued spinlock as first merged, in Linux 4.2 (no
+//!   lock stealing: queued CPUs are served in queue order; a halted successor is kicked at
+//!   hand-off; the OTICKET paper's Figure 9 measured this version).
 //!
 //! ## On real threads
 //!
@@ -75,6 +78,7 @@ pub mod platform;
 pub mod preemptable_ticket;
 pub mod pv_preemptable_ticket;
 pub mod pv_qspinlock;
+pub mod pv_qspinlock_v42;
 pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
@@ -88,6 +92,7 @@ pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, Opport
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;
 pub use pv_qspinlock::PvQueuedSpinLock;
+pub use pv_qspinlock_v42::PvQueuedSpinLockV42;
 pub use pv_ticket::PvTicketLock;
 pub use qspinlock::QueuedSpinLock;
 pub use tas::TasLock;

@@ -2,9 +2,10 @@
 //! compiled with `kernel/locking/qspinlock_paravirt.h` (`__pv_queued_spin_lock_slowpath`,
 //! `__pv_queued_spin_unlock`), on KVM's `kvm_wait` / `kvm_kick_cpu` (`arch/x86/kernel/kvm.c`)
 //! (`kernel-mechanisms.md` §2.2 – §2.5). The OTICKET paper (APSys'15, Figure 9) measured the
-//! April 2015 patch series it cites as [21], which was merged for v4.2; that version had no lock
+//! April 2015 patch series it cites as \[21\], which was merged for v4.2; that version had no lock
 //! stealing and no early halt behind a halted predecessor, which later series added (the
-//! paper's [20] is the first of them). This file models the 6.8 code quoted in the reference.
+//! paper's \[20\] is the first of them). This file models the 6.8 code quoted in the reference;
+//! [`pv_qspinlock_v42`](crate::pv_qspinlock_v42) models the 4.2 one.
 //!
 //! The native [`qspinlock`](crate::qspinlock) with "halt instead of spinning":
 //! - **No pending-bit path.** A contended CPU queues at once (`goto pv_queue`). Before it
@@ -72,24 +73,27 @@ use crate::qspinlock::{
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
-/// `_Q_SLOW_VAL`: `locked` = 3 means "a queue head is hashed and halted: unlock must kick".
-const SLOW_VAL: u64 = 3;
+/// `_Q_SLOW_VAL`: `locked` = 3 means "a queue head is hashed and halted: unlock must kick"
+/// (the same value since Linux 4.2).
+pub(crate) const SLOW_VAL: u64 = 3;
 /// `PV_PREV_CHECK_MASK + 1`: a queue node checks its predecessor's state every 256 iterations.
 const PREV_CHECK_PERIOD: u64 = 0xff + 1;
-/// `enum vcpu_state` of `qspinlock_paravirt.h`.
-const VCPU_RUNNING: u64 = 0;
-const VCPU_HALTED: u64 = 1;
+/// `enum vcpu_state` of `qspinlock_paravirt.h` (Linux 4.2 has the first two only).
+pub(crate) const VCPU_RUNNING: u64 = 0;
+pub(crate) const VCPU_HALTED: u64 = 1;
 const VCPU_HASHED: u64 = 2;
 /// `PV_HE_PER_LINE`: hash entries per 64-byte cache line (16-byte entries); probing starts at
 /// the first entry of the line the hash names.
 const PV_HE_PER_LINE: u64 = 4;
-/// `GOLDEN_RATIO_64` of `include/linux/hash.h`, the multiplier of `hash_64` / `hash_ptr`.
+/// `GOLDEN_RATIO_64` of `include/linux/hash.h`, the multiplier of `hash_64` / `hash_ptr` since
+/// Linux 4.7 (Linux 4.2 multiplies by `GOLDEN_RATIO_PRIME_64`, see
+/// [`pv_qspinlock_v42`](crate::pv_qspinlock_v42)).
 const GOLDEN_RATIO_64: u64 = 0x61c8_8646_80b5_83eb;
 
 /// `cmpxchg` on one field of `w` (a byte or half-word `cmpxchg` in the kernel), as a word CAS
 /// loop: it fails only when the field differs from `old`, never because another field changed
 /// meanwhile. `seen` is the word as last read; its field must equal `old`.
-async fn cmpxchg_field<P: Platform>(p: &P, w: &P::Word, field: Field, old: u64, new: u64, mut seen: u64) -> Result<u64, u64> {
+pub(crate) async fn cmpxchg_field<P: Platform>(p: &P, w: &P::Word, field: Field, old: u64, new: u64, mut seen: u64) -> Result<u64, u64> {
     debug_assert_eq!(field.get(seen), old);
     loop {
         match p.compare_exchange(w, seen, field.with(seen, new)).await {
@@ -101,32 +105,36 @@ async fn cmpxchg_field<P: Platform>(p: &P, w: &P::Word, field: Field, old: u64, 
 }
 
 /// `pv_wait(ptr, val)` = `kvm_wait`: halt only while the condition (`*ptr == val`) holds.
-async fn pv_wait<P: Platform>(p: &P, w: &P::Word, still: Until) {
+pub(crate) async fn pv_wait<P: Platform>(p: &P, w: &P::Word, still: Until) {
     if still.holds(p.load(w).await) {
         p.halt().await;
     }
 }
 
-/// The machine-wide `pv_lock_hash` table: open addressing over `lock`/`node` word pairs.
-struct LockHash {
+/// The machine-wide `pv_lock_hash` table: open addressing over `lock`/`node` word pairs. Its
+/// size, probing, `pv_hash` and `pv_unhash` are the same in Linux 4.2 and 6.8; only `hash_ptr`'s
+/// multiplier changed.
+pub(crate) struct LockHash {
     /// `pv_lock_hash_bits`.
     bits: u32,
+    /// The 64-bit multiplier of `hash_ptr` (`hash_64`) in the kernel version modelled.
+    golden_ratio: u64,
 }
 
 impl LockHash {
-    fn of<P: Platform>(p: &P) -> Self {
+    pub(crate) fn of<P: Platform>(p: &P, golden_ratio: u64) -> Self {
         let entries = p.nr_cpus() * (PV_LOCK_HASH_WORDS_PER_CPU / 2) as u32;
-        LockHash { bits: entries.ilog2() }
+        LockHash { bits: entries.ilog2(), golden_ratio }
     }
 
     /// `for_each_hash_entry` from `hash_ptr(lock, bits)`: the entries in probe order.
     fn probe(&self, lock: u64) -> impl Iterator<Item = u32> {
         let size = 1u64 << self.bits;
-        let start = (lock.wrapping_mul(GOLDEN_RATIO_64) >> (64 - self.bits)) & !(PV_HE_PER_LINE - 1);
+        let start = (lock.wrapping_mul(self.golden_ratio) >> (64 - self.bits)) & !(PV_HE_PER_LINE - 1);
         (0..size).map(move |offset| ((start + offset) & (size - 1)) as u32)
     }
 
-    fn lock_of<P: Platform>(p: &P, entry: u32) -> &P::Word {
+    pub(crate) fn lock_of<P: Platform>(p: &P, entry: u32) -> &P::Word {
         p.pv_lock_hash(2 * entry)
     }
 
@@ -135,7 +143,7 @@ impl LockHash {
     }
 
     /// `pv_hash`: claim a free entry for `lock → cpu`; returns it (the kernel's `lp`).
-    async fn hash<P: Platform>(&self, p: &P, lock: u64, cpu: CpuId) -> u32 {
+    pub(crate) async fn hash<P: Platform>(&self, p: &P, lock: u64, cpu: CpuId) -> u32 {
         for entry in self.probe(lock) {
             if p.compare_exchange(Self::lock_of(p, entry), 0, lock).await.is_ok() {
                 p.store(Self::node_of(p, entry), cpu as u64).await;
@@ -147,7 +155,7 @@ impl LockHash {
     }
 
     /// `pv_unhash`: find `lock`'s entry, free it, and return the hashed node's CPU.
-    async fn unhash<P: Platform>(&self, p: &P, lock: u64) -> CpuId {
+    pub(crate) async fn unhash<P: Platform>(&self, p: &P, lock: u64) -> CpuId {
         for entry in self.probe(lock) {
             if p.load(Self::lock_of(p, entry)).await == lock {
                 let cpu = p.load(Self::node_of(p, entry)).await;
@@ -325,7 +333,7 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
             self.wait_node(p, prev).await;
             next = successor(p).await;
         }
-        let hash = LockHash::of(p);
+        let hash = LockHash::of(p, GOLDEN_RATIO_64);
         let val = self.wait_head_or_lock(p, &hash).await;
         if let Some(next) = claim_and_pass(p, &self.val, val, next).await {
             self.kick_node(p, &hash, next).await;
@@ -337,7 +345,7 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
         let Err(seen) = cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await else { return };
         // The kernel WARNs about a corrupted lock and returns; here that is a bug to report.
         assert_eq!(LOCKED.get(seen), SLOW_VAL, "pvqspinlock: lock has corrupted value {seen:#x}");
-        let cpu = LockHash::of(p).unhash(p, p.addr(&self.val)).await;
+        let cpu = LockHash::of(p, GOLDEN_RATIO_64).unhash(p, p.addr(&self.val)).await;
         // `smp_store_release(&lock->locked, 0)`, then kick the (likely) halted head.
         p.fetch_and(&self.val, !(LOCKED.mask() << LOCKED.shift)).await;
         p.kick(cpu).await;
@@ -361,7 +369,7 @@ mod tests {
 
     #[test]
     fn hash_probes_every_entry_once_from_a_line_start() {
-        let h = LockHash { bits: 5 };
+        let h = LockHash { bits: 5, golden_ratio: GOLDEN_RATIO_64 };
         for lock in [64, 128, 0xdead_bee0] {
             let order: Vec<u32> = h.probe(lock).collect();
             assert_eq!(order[0] as u64 % PV_HE_PER_LINE, 0);

@@ -78,7 +78,7 @@ const PENDING_LOOPS: u64 = 1 << 9;
 
 /// A spin's last observed value, whether or not the condition held (`atomic_cond_read` with a
 /// loop bound returns the value it stopped at).
-fn last_value(s: SpinOutcome) -> u64 {
+pub(crate) fn last_value(s: SpinOutcome) -> u64 {
     match s {
         SpinOutcome::Satisfied(v) | SpinOutcome::Exhausted(v) => v,
     }
@@ -119,11 +119,6 @@ pub(crate) async fn xchg_tail<P: Platform>(p: &P, w: &P::Word, tail: u64) -> u64
             Err(v) => old = v,
         }
     }
-}
-
-/// `queued_spin_trylock`: take the lock only if the whole word is 0.
-pub(crate) async fn queued_spin_trylock<P: Platform>(p: &P, w: &P::Word) -> bool {
-    p.load(w).await == 0 && p.compare_exchange(w, 0, LOCKED_VAL).await.is_ok()
 }
 
 /// Whether this CPU has a queue node (see "No node" in the module docs).
@@ -172,6 +167,12 @@ pub(crate) async fn claim_and_pass<P: Platform>(p: &P, w: &P::Word, val: u64, ne
     };
     p.store(p.per_cpu(next, PerCpuSlot::QLocked), 1).await;
     Some(next)
+}
+
+/// `queued_spin_trylock`: take the lock only if the whole word is 0 (no owner, no one pending
+/// or queued).
+pub(crate) async fn queued_spin_trylock<P: Platform>(p: &P, w: &P::Word) -> bool {
+    p.load(w).await == 0 && p.compare_exchange(w, 0, LOCKED_VAL).await.is_ok()
 }
 
 pub struct QueuedSpinLock<P: Platform> {

@@ -5,7 +5,9 @@
 //! Checked: mutual exclusion; no lost wake-up (never are all unfinished CPUs halted); FIFO
 //! hand-off for ticket locks always, and for preemptable locks when no CPU is frozen; ticket
 //! wrap-around (lock words start a few tickets before the wrap, for 8- and 16-bit tickets);
-//! queue order for qspinlocks (CPUs that joined the MCS queue acquire in the order they joined).
+//! queue order for qspinlocks (CPUs that joined the MCS queue acquire in the order they joined),
+//! and for the Linux 4.2 PV qspinlock that no CPU takes the lock while others are queued unless
+//! it queued itself (no lock stealing).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -207,6 +209,9 @@ struct Outcome {
     queue_order: Vec<u32>,
     /// Acquisitions by CPUs that had queued for them, in order.
     queued_acquisitions: Vec<u32>,
+    /// Acquisitions by CPUs that had not queued, made while other CPUs were queued (lock
+    /// stealing; in the native qspinlock also a `pending` CPU that got in before the queue).
+    steals: u32,
     halts: u32,
 }
 
@@ -231,10 +236,11 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
     let holder = Rc::new(Cell::new(None::<u32>));
     let acquisitions = Rc::new(RefCell::new(Vec::new()));
     let queued_acquisitions = Rc::new(RefCell::new(Vec::new()));
+    let steals = Rc::new(Cell::new(0));
     let mut tasks: Vec<Option<Pin<Box<dyn Future<Output = ()>>>>> = (0..cpus)
         .map(|id| {
             let (cpu, lock, holder, acq) = (Cpu { id, m: m.clone() }, lock.clone(), holder.clone(), acquisitions.clone());
-            let queued_acq = queued_acquisitions.clone();
+            let (queued_acq, steals) = (queued_acquisitions.clone(), steals.clone());
             let task: Pin<Box<dyn Future<Output = ()>>> = Box::pin(async move {
                 for _ in 0..rounds {
                     lock.lock(&cpu).await;
@@ -242,6 +248,8 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
                     acq.borrow_mut().push(id);
                     if std::mem::take(&mut cpu.m.queued.borrow_mut()[id as usize]) {
                         queued_acq.borrow_mut().push(id);
+                    } else if cpu.m.queued.borrow().contains(&true) {
+                        steals.set(steals.get() + 1);
                     }
                     step().await;
                     holder.set(None);
@@ -292,6 +300,7 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
         ticket_order: m.ticket_order.take(),
         queue_order: m.queue_order.take(),
         queued_acquisitions: queued_acquisitions.take(),
+        steals: steals.get(),
         halts: m.halts.get(),
     }
 }
@@ -405,10 +414,25 @@ fn qspinlock_serves_its_queue_in_order_and_never_halts() {
 
 #[test]
 fn pv_qspinlock_serves_its_queue_in_order_and_loses_no_wakeup() {
-    let mut halts = 0;
+    let (mut halts, mut steals) = (0, 0);
     for seed in 1..=8 {
         let o = run::<PvQueuedSpinLock<Cpu>>(5, 60, 0, seed, true);
         assert_queue_order(&o);
+        halts += o.halts;
+        steals += o.steals;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+    // Linux 6.8's hybrid unfair trylock; the 4.2 lock below must show none.
+    assert!(steals > 0, "no CPU ever took the lock past queued ones: stealing was not exercised");
+}
+
+#[test]
+fn pv_qspinlock_v42_serves_its_queue_in_order_lets_no_one_steal_and_loses_no_wakeup() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        let o = run::<PvQueuedSpinLockV42<Cpu>>(5, 60, 0, seed, true);
+        assert_queue_order(&o);
+        assert_eq!(o.steals, 0, "a CPU that did not queue took the lock while others were queued");
         halts += o.halts;
     }
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");

@@ -51,6 +51,8 @@ pub(crate) enum Req {
     Shootdown { start: u32, count: u32 },
     /// Wake the first sleeping vCPU from vCPU `start` on (a reschedule IPI that ends its sleep).
     WakePeer { start: u32 },
+    /// Read the guest clock (answered with the simulated time, at no cost).
+    Clock,
     Note(Note),
 }
 
@@ -124,6 +126,11 @@ impl SimCpu {
 
     pub(crate) async fn compute(&self, ns: Nanos) {
         call(Req::Compute(ns)).await;
+    }
+
+    /// The guest's clock (`ktime_get`), in ns.
+    pub(crate) async fn clock(&self) -> Nanos {
+        call(Req::Clock).await.0
     }
 
     pub(crate) async fn sleep(&self, ns: Nanos) {

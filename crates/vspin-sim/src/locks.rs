@@ -5,7 +5,8 @@ use crate::memory::Memory;
 use crate::scenario::LockKind;
 use vspin_locks::{
     ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
-    PvPreemptableTicketLock, PvQueuedSpinLock, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock, TicketLock,
+    PvPreemptableTicketLock, PvQueuedSpinLock, PvQueuedSpinLockV42, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock,
+    TicketLock,
 };
 
 /// Declares the enum of guest locks and forwards each call to the algorithm.
@@ -68,4 +69,5 @@ guest_locks! {
     Iticket => ITicketLock,
     Qspinlock => QueuedSpinLock,
     PvQspinlock => PvQueuedSpinLock,
+    PvQspinlockV42 => PvQueuedSpinLockV42,
 }

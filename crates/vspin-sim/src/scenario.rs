@@ -67,6 +67,7 @@ named_values!(LockKind {
     "iticket" => Iticket,
     "qspinlock" => Qspinlock,
     "pv-qspinlock" => PvQspinlock,
+    "pv-qspinlock-v4.2" => PvQspinlockV42,
 });
 named_values!(Preset {
     "kernbench" => Kernbench,
@@ -288,6 +289,7 @@ pub enum LockKind {
     Iticket,
     Qspinlock,
     PvQspinlock,
+    PvQspinlockV42,
 }
 
 impl LockKind {
@@ -305,6 +307,7 @@ impl LockKind {
             LockKind::Iticket => "iticket",
             LockKind::Qspinlock => "qspinlock",
             LockKind::PvQspinlock => "pv-qspinlock",
+            LockKind::PvQspinlockV42 => "pv-qspinlock-v4.2",
         }
     }
 }
@@ -373,6 +376,7 @@ pub struct WorkloadConfig {
     pub shootdown_probability: Option<f64>,
     pub shootdown_targets: Option<u32>,
     pub wake_probability: Option<f64>,
+    pub threads_per_vcpu: Option<u32>,
 }
 
 impl Scenario {
@@ -561,6 +565,11 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     }
     if w.locks == Some(0) {
         return Err(err(f("locks"), "must be at least 1"));
+    }
+    if let Some(t) = w.threads_per_vcpu {
+        if !(1..=4096).contains(&t) {
+            return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed 1..=4096")));
+        }
     }
     if let Some(t) = w.shootdown_targets {
         if vcpus < 2 {

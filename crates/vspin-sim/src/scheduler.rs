@@ -75,21 +75,18 @@ impl Sim {
     /// `pick_next_entity` over the queued vCPUs and the current one.
     fn pick_next(&mut self, p: u32) -> Option<u32> {
         let rq = &self.pcpus[p as usize];
-        let mut cands: Vec<u32> = rq.queued.clone();
-        if let Some(c) = rq.curr {
-            cands.push(c);
-        }
+        let cands = || rq.queued.iter().copied().chain(rq.curr);
         let key = |v: &u32| (self.vcpus[*v as usize].se.vruntime, *v);
-        let left = *cands.iter().min_by_key(|v| key(v))?;
+        let left = cands().min_by_key(key)?;
         let mut se = left;
         if rq.skip == Some(left) {
-            if let Some(&second) = cands.iter().filter(|&&v| v != left).min_by_key(|v| key(v)) {
+            if let Some(second) = cands().filter(|&v| v != left).min_by_key(key) {
                 if self.within_granularity(second, left) {
                     se = second;
                 }
             }
         }
-        if let Some(next) = rq.next.filter(|n| cands.contains(n)) {
+        if let Some(next) = rq.next.filter(|&n| cands().any(|c| c == n)) {
             if self.within_granularity(next, left) {
                 se = next;
             }
@@ -159,7 +156,7 @@ impl Sim {
         vc.preempted = false;
         vc.se.exec_start = now;
         vc.se.prev_sum_exec = vc.se.sum_exec;
-        vc.ple_window = crate::ple::shrink(&ple, vc.ple_window);
+        vc.set_ple_window(crate::ple::shrink(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.ple_spun_ns = 0;
         // A vCPU that yielded from `kvm_vcpu_on_spin` finishes that function only now.
         if std::mem::take(&mut vc.in_spin_loop) {

@@ -36,6 +36,9 @@ pub(crate) struct Costs {
     /// One spin-loop iteration (PAUSE + L1 re-read), in picoseconds.
     pub pause_ps: u64,
     pub clock_ghz: f64,
+    /// The shortest memory stall (ns) that exceeds `ple_gap` cycles: the least `n` with
+    /// `n × clock_ghz > gap_cycles`, found once so the hot path compares integers.
+    pub ple_gap_ns: u64,
     pub tick_ns: u64,
     /// CFS tunables scaled by `1 + ilog2(min(ncpus, 8))` (§7.1).
     pub sched_latency: u64,
@@ -89,6 +92,7 @@ pub struct Sim {
     guests: Vec<GuestFuture>,
     /// Spinning vCPUs per word.
     watchers: Vec<Vec<u32>>,
+    spare_watchers: Vec<u32>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
     stop: bool,
@@ -107,6 +111,19 @@ impl std::fmt::Display for InvariantViolation {
 }
 
 impl std::error::Error for InvariantViolation {}
+
+/// The least whole number of ns whose cycles at `clock_ghz` exceed `gap_cycles`.
+fn stall_exceeding(gap_cycles: u64, clock_ghz: f64) -> u64 {
+    let exceeds = |n: u64| n as f64 * clock_ghz > gap_cycles as f64;
+    let mut n = (gap_cycles as f64 / clock_ghz) as u64;
+    while n > 0 && exceeds(n - 1) {
+        n -= 1;
+    }
+    while !exceeds(n) {
+        n += 1;
+    }
+    n
+}
 
 fn ns(v: f64) -> u64 {
     v.round() as u64
@@ -136,6 +153,7 @@ impl Sim {
             context_switch: ns(c.context_switch_ns),
             pause_ps: ((c.pause_cycles / h.clock_ghz + c.l1_hit_ns) * 1000.0).round().max(1.0) as u64,
             clock_ghz: h.clock_ghz,
+            ple_gap_ns: stall_exceeding(sc.hypervisor.ple.gap_cycles, h.clock_ghz),
             tick_ns: 1_000_000_000 / h.hz as u64,
             sched_latency: 6_000_000 * factor,
             min_granularity: 750_000 * factor,
@@ -161,6 +179,7 @@ impl Sim {
             locks: Vec::new(),
             guests: Vec::new(),
             watchers: Vec::new(),
+            spare_watchers: Vec::new(),
             violations: Vec::new(),
             timeline: None,
             stop: false,
@@ -171,7 +190,7 @@ impl Sim {
         for (vm_id, vm) in sc.vms.iter().enumerate() {
             let first = sim.vcpus.len() as u32;
             let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
-            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus));
+            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, sim.costs.context_switch));
             let fifo = GuestLock::fifo(vm.lock);
             let first_lock = sim.locks.len() as u32;
             let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut mem)).collect();
@@ -270,7 +289,8 @@ impl Sim {
             woken: false,
             in_spin_loop: false,
             dy_eligible: false,
-            ple_window: self.ple.window_cycles,
+            ple_window: 0,
+            ple_window_ns: 0,
             ple_spun_ns: 0,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
@@ -281,6 +301,7 @@ impl Sim {
             counters: Counters::default(),
             work_units: 0,
         });
+        self.vcpus[g as usize].set_ple_window(self.ple.window_cycles, self.costs.clock_ghz);
         self.pcpus[pcpu as usize].queued.push(g);
     }
 
@@ -402,12 +423,7 @@ impl Sim {
         if self.ple.policy == PlePolicy::Off {
             return budget_end;
         }
-        budget_end.min(start + self.ple_window_ns(vc.ple_window).saturating_sub(vc.ple_spun_ns))
-    }
-
-    /// A PLE window in TSC cycles as nanoseconds of spinning.
-    fn ple_window_ns(&self, cycles: u64) -> u64 {
-        (cycles as f64 / self.costs.clock_ghz).ceil() as u64
+        budget_end.min(start + vc.ple_window_ns.saturating_sub(vc.ple_spun_ns))
     }
 
     /// Account the time of the segment in progress and cancel its event.
@@ -621,6 +637,10 @@ impl Sim {
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
             Req::WakePeer { start } => self.wake_peer(v, start),
             Req::Note(n) => self.note(v, n),
+            Req::Clock => {
+                self.vcpus[v as usize].response = (now, 0);
+                true
+            }
         }
     }
 
@@ -648,7 +668,10 @@ impl Sim {
         if self.watchers[w.0 as usize].is_empty() {
             return;
         }
-        let mut list = std::mem::take(&mut self.watchers[w.0 as usize]);
+        // Spinners that keep spinning re-register while we walk the list: give them a cleared
+        // buffer that already has capacity, and keep this one as the next spare.
+        let spare = std::mem::take(&mut self.spare_watchers);
+        let mut list = std::mem::replace(&mut self.watchers[w.0 as usize], spare);
         for &x in &list {
             let vc = &self.vcpus[x as usize];
             if vc.host == HostState::Running && vc.host_work.is_none() && vc.active {
@@ -659,9 +682,7 @@ impl Sim {
             }
         }
         list.clear();
-        if self.watchers[w.0 as usize].is_empty() {
-            self.watchers[w.0 as usize] = list;
-        }
+        self.spare_watchers = list;
     }
 
     /// A spinner re-reads its word. If its condition now holds, the guest resumes (after the
@@ -704,7 +725,7 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         vc.last_read = (w, self.mem.version(w));
         vc.access_latency = vc.access_latency.max(latency);
-        if latency as f64 * self.costs.clock_ghz > self.ple.gap_cycles as f64 {
+        if latency >= self.costs.ple_gap_ns {
             // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
             vc.ple_spun_ns = 0;
         }
@@ -712,7 +733,7 @@ impl Sim {
 
     fn spin_check(&mut self, v: u32) {
         self.interrupt(v);
-        let window_ns = self.ple_window_ns(self.vcpus[v as usize].ple_window);
+        let window_ns = self.vcpus[v as usize].ple_window_ns;
         let vc = &mut self.vcpus[v as usize];
         let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
         if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
@@ -733,7 +754,7 @@ impl Sim {
         self.trace_instant(v, || "PLE exit".into());
         let vc = &mut self.vcpus[v as usize];
         vc.counters.ple_exits += 1;
-        vc.ple_window = crate::ple::grow(&ple, vc.ple_window);
+        vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.in_spin_loop = true;
         let yielded = match self.directed_yield {
             DirectedYieldKind::Kvm => self.kvm_vcpu_on_spin(v),
@@ -1034,3 +1055,15 @@ impl Sim {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::stall_exceeding;
+
+    #[test]
+    fn the_ple_gap_threshold_is_the_first_stall_longer_than_the_gap() {
+        assert_eq!(stall_exceeding(128, 2.4), 54, "53 ns is 127.2 cycles, 54 ns is 129.6");
+        assert_eq!(stall_exceeding(128, 2.0), 65, "64 ns is exactly the gap, not longer");
+        assert_eq!(stall_exceeding(0, 2.4), 1);
+    }
+}

@@ -105,7 +105,10 @@ pub(crate) struct Vcpu {
     pub woken: bool,
     pub in_spin_loop: bool,
     pub dy_eligible: bool,
+    /// The PLE window in TSC cycles, and (set with it by [`Vcpu::set_ple_window`]) as
+    /// nanoseconds of spinning: spin deadlines need the latter on the hottest path.
     pub ple_window: u64,
+    pub ple_window_ns: u64,
     pub ple_spun_ns: u64,
     pub pending_ipis: Vec<u32>,
     pub call_function_word: SimWord,
@@ -117,4 +120,11 @@ pub(crate) struct Vcpu {
     pub time: TimeBreakdown,
     pub counters: Counters,
     pub work_units: u64,
+}
+
+impl Vcpu {
+    pub(crate) fn set_ple_window(&mut self, cycles: u64, clock_ghz: f64) {
+        self.ple_window = cycles;
+        self.ple_window_ns = (cycles as f64 / clock_ghz).ceil() as u64;
+    }
 }

@@ -1,13 +1,15 @@
 //! Guest workloads: a profile of what each guest thread does between and inside critical
 //! sections, with named presets. Parameters and their sources: `docs/calibration.md`.
 //!
-//! Each vCPU runs one guest thread executing this loop (the guest never preempts a thread that
-//! holds a spinlock, so the only preemption a holder suffers comes from the hypervisor):
+//! Each vCPU runs `threads_per_vcpu` guest threads executing this loop (the guest never preempts
+//! a thread that holds a spinlock, so the only preemption a holder suffers comes from the
+//! hypervisor):
 //!
 //! ```text
 //! loop {
 //!     compute(think)                          // useful work outside any contended lock
-//!     maybe sleep(block)                      // guest idle: the vCPU halts until its timer
+//!     maybe block(block)                      // switch to another runnable thread; with none,
+//!                                             // guest idle: the vCPU halts until a wake-up
 //!     lock(l)   with l drawn from Zipf(s) over `locks` locks
 //!     compute(cs, or cs_long with its probability)  // critical section
 //!     unlock(l)
@@ -16,6 +18,13 @@
 //!     one work unit done
 //! }
 //! ```
+//!
+//! Threads of a vCPU are interchangeable (they run the same profile), so the guest scheduler
+//! keeps only their wake-up times: a blocking thread hands the vCPU to the thread that became
+//! runnable first, after a guest context switch (the host's `context_switch_ns`; the same kernel
+//! path); the vCPU halts only when every thread is blocked, and a reschedule IPI from a peer
+//! (`wake_peer`) ends the halt by making the next thread runnable. One thread per vCPU (the
+//! default) is a guest whose vCPU goes idle whenever its one thread blocks.
 //!
 //! The presets are estimates from what each benchmark does in the kernel, documented with their
 //! reasoning in `docs/calibration.md`; none is fitted to a figure.
@@ -39,12 +48,15 @@ pub struct Profile {
     pub shootdown_probability: f64,
     pub shootdown_targets: u32,
     pub wake_probability: f64,
+    pub threads_per_vcpu: u32,
+    /// A guest context switch between two threads of one vCPU.
+    pub switch_ns: u64,
     /// Cumulative lock popularity.
     cdf: Vec<f64>,
 }
 
 impl Profile {
-    pub fn new(cfg: &WorkloadConfig, vcpus: u32) -> Profile {
+    pub fn new(cfg: &WorkloadConfig, vcpus: u32, switch_ns: u64) -> Profile {
         let base = |think_ns, cs_ns, locks, zipf_s| Profile {
             think_ns,
             cs_ns,
@@ -57,6 +69,8 @@ impl Profile {
             shootdown_probability: 0.0,
             shootdown_targets: 0,
             wake_probability: 0.0,
+            threads_per_vcpu: 1,
+            switch_ns,
             cdf: Vec::new(),
         };
         let mut p = match cfg.preset {
@@ -115,7 +129,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -140,6 +154,8 @@ impl Profile {
 pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, mut rng: Rng) {
     use vspin_locks::Platform;
     let nr = cpu.nr_cpus();
+    // When each of the vCPU's other threads can run next (0: runnable from the start).
+    let mut blocked_until: Vec<u64> = vec![0; profile.threads_per_vcpu as usize - 1];
     loop {
         cpu.compute(rng.exp_ns(profile.think_ns)).await;
         if profile.locks == 0 {
@@ -147,7 +163,19 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             continue;
         }
         if profile.block_probability > 0.0 && rng.uniform() < profile.block_probability {
-            cpu.sleep(rng.exp_ns(profile.block_ns)).await;
+            let block = rng.exp_ns(profile.block_ns);
+            if profile.threads_per_vcpu == 1 {
+                cpu.sleep(block).await;
+            } else {
+                let now = cpu.clock().await;
+                blocked_until.push(now + block);
+                let next = (0..blocked_until.len()).min_by_key(|&i| (blocked_until[i], i)).expect("the blocking thread is in the list");
+                if blocked_until[next] > now {
+                    cpu.sleep(blocked_until[next] - now).await;
+                }
+                blocked_until.swap_remove(next);
+                cpu.compute(profile.switch_ns).await;
+            }
         }
         let l = profile.pick_lock(&mut rng);
         cpu.note(Note::LockBegin(l as u32)).await;

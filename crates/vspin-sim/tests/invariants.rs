@@ -19,6 +19,7 @@ fn scenario() -> impl Strategy<Value = String> {
             "iticket",
             "qspinlock",
             "pv-qspinlock",
+            "pv-qspinlock-v4.2",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
         (prop::sample::select(vec!["off", "kvm"]), 1u32..=2, 1u32..=3),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),

@@ -62,6 +62,25 @@ fn pv_qspinlock_halts_and_kicks_and_beats_native_qspinlock_when_overcommitted() 
     assert_eq!(r.totals.kicks, 0, "no vCPU preemption, yet a queue head was hashed: {:?}", r.totals);
 }
 
+/// Linux 4.2's PV qspinlock lets no one steal past its queue: overcommitted, queued waiters
+/// exhaust `SPIN_THRESHOLD`, halt, and are kicked when head-ship reaches them (`pv_kick_node`)
+/// or when the lock their hashed head waits for is released; halting instead of spinning
+/// behind preempted waiters still beats the native qspinlock. Without vCPU preemption no queued
+/// wait outlasts 2^15 PAUSEs, so no lock waiter halts and nothing is kicked.
+#[test]
+fn pv_qspinlock_v42_halts_and_kicks_and_beats_native_qspinlock_when_overcommitted() {
+    let runs = |lock: &str| (1..=3).map(|s| run(&host(8, 2, 8, lock, "off", s, 300))).collect::<Vec<_>>();
+    let (native, pv) = (runs("qspinlock"), runs("pv-qspinlock-v4.2"));
+    let sum = |rs: &[vspin_sim::RunResult]| rs.iter().map(throughput).sum::<f64>();
+    assert!(sum(&pv) >= 1.15 * sum(&native), "pv-qspinlock-v4.2 {:.0} vs qspinlock {:.0}", sum(&pv), sum(&native));
+    for (r, n) in pv.iter().zip(&native) {
+        assert!(r.totals.kicks > 0, "{:?}", r.totals);
+        assert!(r.totals.halt_exits > n.totals.halt_exits, "lock halts on top of idle halts: {:?} vs {:?}", r.totals, n.totals);
+    }
+    let r = run(&host(8, 1, 8, "pv-qspinlock-v4.2", "kvm", 1, 200));
+    assert_eq!(r.totals.kicks, 0, "no vCPU preemption, yet a lock waiter was kicked: {:?}", r.totals);
+}
+
 #[test]
 fn ple_with_directed_yield_improves_the_ticket_lock() {
     let off = throughput_over_seeds(4, |s| host(8, 2, 8, "ticket", "off", s, 1000));
@@ -118,4 +137,22 @@ fn ticket_handoff_cost_grows_with_the_number_of_spinners() {
     };
     let (four, sixteen) = (handoff_ns(4), handoff_ns(16));
     assert!(sixteen > 3.0 * four, "hand-off with 4 spinners {four:.0} ns, with 16 {sixteen:.0} ns");
+}
+
+/// A guest with many threads per vCPU keeps its vCPU busy while one thread blocks (the guest
+/// scheduler switches threads); with one thread per vCPU, every block is a halt.
+#[test]
+fn a_vcpu_halts_only_when_all_its_guest_threads_are_blocked() {
+    let hackbench = |threads: u32| {
+        vspin_sim::Scenario::from_toml(&format!(
+            "duration_ms = 50\n[host]\ncores_per_socket = 4\n[[vm]]\nname = \"g\"\nvcpus = 4\npin = \"1:1\"\nlock = \"ticket\"\n\
+             workload = {{ preset = \"hackbench\", threads_per_vcpu = {threads} }}\n"
+        ))
+        .unwrap()
+    };
+    let (one, many) = (run(&hackbench(1)), run(&hackbench(50)));
+    let halted = |r: &vspin_sim::RunResult| r.vms[0].time.halted_ns as f64 / (4.0 * r.simulated_ms * 1e6);
+    assert!(halted(&one) > 0.2, "one thread per vCPU: halted {:.3}", halted(&one));
+    assert!(halted(&many) < 0.01, "50 threads per vCPU: halted {:.3}", halted(&many));
+    assert!(throughput(&many) > 1.5 * throughput(&one), "{} vs {}", throughput(&many), throughput(&one));
 }
