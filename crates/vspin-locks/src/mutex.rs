@@ -17,13 +17,13 @@
 //!   like `lock`: a compare-exchange from the lock's idle state to "held by me" (`0 → 1` for TAS;
 //!   `head == tail` to `tail + inc` for the ticket family, also clearing a stale PV slow-path
 //!   flag; `head == tail`, `locked` clear to `tail + 1`, `locked` set for the preemptable ones;
-//!   a zero word to `locked` for both queued spinlocks, as `queued_spin_trylock`).
+//!   a zero word to `locked` for the queued spinlocks, as `queued_spin_trylock`).
 //! - **Fairness.** [`lock_api::RawMutexFair`] is implemented for the FIFO locks only (ticket,
 //!   PV ticket, OTICKET and its variants, ITICKET), whose every unlock already hands the lock to
 //!   the longest waiter, so `unlock_fair` is `unlock`. TAS is unfair by design, and the
 //!   preemptable ticket locks let timed-out waiters overtake, so they do not claim it; nor do the
 //!   queued spinlocks, where a newcomer may take a free lock (or the pending bit) ahead of queued
-//!   waiters, and the PV one steals.
+//!   waiters, and the 6.8 PV one steals.
 //!
 //! No lock records its owner, so a guard may be released on another thread (`GuardSend`).
 use crate::iticket::ITicketLock;
@@ -33,6 +33,7 @@ use crate::platform::RawSpinLock;
 use crate::preemptable_ticket::PreemptableTicketLock;
 use crate::pv_preemptable_ticket::PvPreemptableTicketLock;
 use crate::pv_qspinlock::PvQueuedSpinLock;
+use crate::pv_qspinlock_v42::PvQueuedSpinLockV42;
 use crate::pv_ticket::PvTicketLock;
 use crate::qspinlock::QueuedSpinLock;
 use crate::tas::TasLock;
@@ -122,3 +123,6 @@ pub type QueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<QueuedSpinLock<Native>>,
 /// The paravirtual queued spinlock: lock stealing, queue nodes and head futex-wait, the unlocker
 /// wakes the one hashed head.
 pub type PvQueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLock<Native>>, T>;
+/// The paravirtual queued spinlock as merged in Linux 4.2: no stealing, a halted successor is
+/// woken at hand-off.
+pub type PvQueuedSpinV42Mutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLockV42<Native>>, T>;

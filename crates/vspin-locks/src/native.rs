@@ -603,5 +603,7 @@ mod tests {
         queued_lock_with_one_free_id::<crate::QueuedSpinLock<Native>>(&Q);
         static PV: Machine = Machine::new().with_spin_cap(4);
         queued_lock_with_one_free_id::<crate::PvQueuedSpinLock<Native>>(&PV);
+        static PV42: Machine = Machine::new().with_spin_cap(4);
+        queued_lock_with_one_free_id::<crate::PvQueuedSpinLockV42<Native>>(&PV42);
     }
 }

@@ -70,14 +70,18 @@
 //!
 //! **Modelled as in the kernel**, with the deviations of [`pv_qspinlock`](crate::pv_qspinlock):
 //! one MCS node per CPU (see [`qspinlock`](crate::qspinlock)), hash entries naming CPUs, and the
-//! hash table's `4 × nr_cpus` entries without the kernel's one-page minimum.
+//! hash table's `4 × nr_cpus` entries without the kernel's one-page minimum. A CPU without a node
+//! (the native platform's overflow id) spins on `queued_spin_trylock` as later kernels do past
+//! `MAX_NODES` (`kernel-mechanisms.md` §2.2); 4.2 itself had no such case.
 use crate::platform::{CpuId, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::pv_qspinlock::{cmpxchg_field, pv_wait, LockHash, SLOW_VAL, VCPU_HALTED, VCPU_RUNNING};
 use crate::pv_ticket::SPIN_THRESHOLD;
 use crate::qspinlock::{
-    claim_and_pass, encode_tail, init_node, last_value, link_behind, queued_spin_trylock, xchg_tail, LOCKED, LOCKED_PENDING,
-    LOCKED_VAL, TAIL,
+    claim_and_pass, encode_tail, has_node, init_node, last_value, link_behind, queued_spin_trylock, spin_on_trylock,
+    xchg_tail, LOCKED, LOCKED_PENDING, LOCKED_VAL, TAIL,
 };
+#[cfg(not(loom))]
+use crate::{mutex::ConstInit, native::Native};
 
 /// `GOLDEN_RATIO_PRIME_64` of Linux 4.2's `include/linux/hash.h` (`2^63 + 2^61 - 2^57 + 2^54 -
 /// 2^51 - 2^18 + 1`): `hash_64`, hence `hash_ptr`, multiplies by it (as a shift-and-add
@@ -165,6 +169,9 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
         if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
             return;
         }
+        if !has_node(p) {
+            return spin_on_trylock(p, &self.val).await;
+        }
         let me = p.cpu();
         init_node(p).await;
         // `pv_init_node`: `pn->cpu` is this CPU (implicit: node = CPU), state running.
@@ -209,6 +216,11 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
     async fn try_lock(&self, p: &P) -> bool {
         queued_spin_trylock(p, &self.val).await
     }
+}
+
+#[cfg(not(loom))]
+impl ConstInit for PvQueuedSpinLockV42<Native> {
+    const INIT: Self = PvQueuedSpinLockV42 { val: Native::word(0) };
 }
 
 #[cfg(test)]

@@ -126,6 +126,17 @@ pub(crate) fn has_node<P: Platform>(p: &P) -> bool {
     p.cpu() < p.nr_cpus()
 }
 
+/// For a CPU without a node: `while (!queued_spin_trylock(lock)) cpu_relax();`. The trylock
+/// fails on any non-zero word, so only a zero word is worth a compare-exchange.
+pub(crate) async fn spin_on_trylock<P: Platform>(p: &P, w: &P::Word) {
+    loop {
+        p.spin_until(w, Until::eq(0), u64::MAX).await;
+        if p.compare_exchange(w, 0, LOCKED_VAL).await.is_ok() {
+            return;
+        }
+    }
+}
+
 /// `node->locked = 0; node->next = NULL` for this CPU's node.
 pub(crate) async fn init_node<P: Platform>(p: &P) {
     let me = p.cpu();
@@ -212,14 +223,7 @@ impl<P: Platform> QueuedSpinLock<P> {
     /// The MCS queue of `queued_spin_lock_slowpath` (from `queue:`).
     async fn queue(&self, p: &P) {
         if !has_node(p) {
-            // `while (!queued_spin_trylock(lock)) cpu_relax();`: the trylock fails on any
-            // non-zero word, so only a zero word is worth a compare-exchange.
-            loop {
-                p.spin_until(&self.val, Until::eq(0), u64::MAX).await;
-                if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
-                    return;
-                }
-            }
+            return spin_on_trylock(p, &self.val).await;
         }
         init_node(p).await;
         // "We touched a (possibly) cold cacheline in the per-cpu queue node; attempt the

@@ -108,4 +108,5 @@ models! {
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, 2;
     qspinlock: QueuedSpinLock<Native>, 1;
     pv_qspinlock: PvQueuedSpinLock<Native>, 2;
+    pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, 2;
 }

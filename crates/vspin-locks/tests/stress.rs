@@ -143,4 +143,5 @@ stress! {
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, MANY;
     qspinlock: QueuedSpinLock<Native>, FEW;
     pv_qspinlock: PvQueuedSpinLock<Native>, MANY;
+    pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, MANY;
 }
