@@ -92,6 +92,35 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_validate_locks(args: argparse.Namespace) -> int:
+    from vspin.validate_locks import ValidationError, table, validate_locks
+
+    locks = [x.strip() for x in args.locks.split(",") if x.strip()] if args.locks else None
+    try:
+        costs = None
+        if args.costs:
+            try:
+                with open(args.costs) as f:
+                    costs = json.load(f)
+            except (OSError, json.JSONDecodeError) as e:
+                raise ValidationError(f"--costs: cannot read a cost table from {args.costs}: {e}") from None
+            # A whole earlier report carries its cost table under `host_costs`.
+            costs = costs.get("host_costs", costs) if isinstance(costs, dict) else costs
+            if not isinstance(costs, dict):
+                raise ValidationError(f"--costs: {args.costs} holds no cost table object")
+        report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
+                                args.host_hz, costs, args.workers)
+    except ValidationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(table(report))
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    print(f"report: {args.json}", file=sys.stderr)
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -157,6 +186,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--plot", metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
+
+    p = sub.add_parser("validate-locks",
+                       help="run bench-locks and the simulator's host-mode prediction side by side")
+    p.add_argument("--threads", type=_int_list, metavar="LIST",
+                   help="thread counts, e.g. 1,2,4,8 (default: 1, cores, 2x, 4x, 8x cores)")
+    p.add_argument("--seconds", type=float, default=1.0,
+                   help="seconds per lock and thread count, measured and simulated (default 1)")
+    p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
+    p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
+    p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: every simulated lock)")
+    p.add_argument("--repeat", type=_positive, default=3,
+                   help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
+    p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")
+    p.add_argument("--costs", metavar="FILE",
+                   help="host cost table from an earlier report or the host_costs example (default: measure now)")
+    p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")
+    p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
+    p.set_defaults(func=_cmd_validate_locks)
 
     p = sub.add_parser("reproduce", help="reproduce a seed paper's experiments into a report")
     p.add_argument("name", help="experiment name, or all")

@@ -53,6 +53,14 @@ fn bench_locks_json(py: Python<'_>, config: &str) -> PyResult<String> {
     py.detach(|| vspin_bench::run_json(config)).map_err(PyValueError::new_err)
 }
 
+/// Measure this machine's host cost table for the simulator's host mode
+/// (`vspin_bench::host_costs`); returns it as JSON. Raises `ValueError` where it cannot be
+/// measured. Runs without the GIL.
+#[pyfunction]
+fn host_costs_json(py: Python<'_>) -> PyResult<String> {
+    py.detach(vspin_bench::host_costs::measure_json).map_err(PyValueError::new_err)
+}
+
 /// The lock names `bench_locks_json` accepts.
 #[pyfunction]
 fn bench_lock_names() -> Vec<&'static str> {
@@ -67,6 +75,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json_with_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(bench_locks_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_lock_names, m)?)?;
+    m.add_function(wrap_pyfunction!(host_costs_json, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

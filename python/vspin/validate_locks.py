@@ -1,0 +1,286 @@
+"""Validation of the simulator against the locks on real threads (host mode).
+
+``vspin bench-locks`` runs the lock algorithms on this machine's threads, with the OS scheduler
+preempting lock holders and queued waiters. Host mode describes that same run as a simulator
+scenario, with no hypervisor:
+
+* the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, and a cost table measured here
+  (``vspin_bench::host_costs``): PAUSE, L1 hit, cache-line transfer, context switch, the futex
+  wake-up of a halted thread (after a short and after a long idle) and the futex wake call;
+* there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
+* one VM whose vCPUs are the benchmark's threads, pinned round-robin to the pCPUs, runs one lock
+  with the benchmark's critical section and think time.
+
+:func:`validate_locks` runs both at the same thread counts and compares them; the method and the
+parameters are in ``docs/calibration.md`` ("host mode"), the results in ``docs/validation.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from itertools import combinations
+
+from vspin import _core
+from vspin.bench_locks import BenchConfigError, bench_locks, lock_names
+
+#: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
+BASELINES = ("std", "parking_lot", "spin-ticket")
+
+#: The guest timer of the simulated VM, Hz. A futex wait is not ended by timer ticks as a halted
+#: vCPU is; the simulator needs a guest tick, and 10 Hz is the slowest it accepts.
+GUEST_HZ = 10
+
+
+class ValidationError(ValueError):
+    """A bad option or an unusable cost table; the message names the field."""
+
+
+def simulated_locks() -> list[str]:
+    """The benchmark's locks that the simulator also models."""
+    return [name for name in lock_names() if name not in BASELINES]
+
+
+def measure_host_costs() -> dict:
+    """This machine's host cost table (``vspin_bench::host_costs``); about three seconds."""
+    try:
+        return json.loads(_core.host_costs_json())
+    except ValueError as e:
+        raise ValidationError(str(e)) from None
+
+
+def kernel_hz() -> int:
+    """``CONFIG_HZ`` of the running kernel, from ``/proc/config.gz`` or ``/boot/config-RELEASE``."""
+    release = os.uname().release
+    for path, opener in (("/proc/config.gz", gzip.open), (f"/boot/config-{release}", open)):
+        try:
+            with opener(path, "rt") as f:
+                for line in f:
+                    if line.startswith("CONFIG_HZ="):
+                        return int(line.split("=", 1)[1])
+        except OSError:
+            continue
+    raise ValidationError(f"--host-hz: CONFIG_HZ not found in /proc/config.gz or /boot/config-{release}; "
+                          "pass the kernel's timer frequency")
+
+
+def host_config(costs: dict, hz: int) -> dict:
+    """The scenario's ``[host]`` table from a measured cost table (see ``docs/calibration.md``)."""
+    def median(key: str) -> float:
+        try:
+            return float(costs[key]["median"])
+        except (KeyError, TypeError, ValueError):
+            raise ValidationError(f"host costs: {key}.median is missing or not a number") from None
+
+    clock_ghz = median("clock_ghz")
+    l1_hit_ns = median("l1_hit_ns")
+    pause_ns = median("spin_iteration_ns") - l1_hit_ns
+    if pause_ns <= 0:
+        raise ValidationError(f"host costs: spin_iteration_ns ({median('spin_iteration_ns'):.2f}) must exceed "
+                              f"l1_hit_ns ({l1_hit_ns:.2f}): a spin iteration is a load and a PAUSE")
+    wakes = costs.get("wake_to_run_ns")
+    if not isinstance(wakes, list) or not wakes:
+        raise ValidationError("host costs: wake_to_run_ns must be a non-empty list of {idle_us, ns}")
+    short, long = wakes[0]["ns"]["median"], wakes[-1]["ns"]["median"]
+    context_switch_ns = median("context_switch_ns")
+    transfer_ns = median("transfer_ns")
+    deep_after = costs.get("deep_idle_after_ns")
+    if not isinstance(costs.get("cpus"), int) or costs["cpus"] < 1:
+        raise ValidationError("host costs: cpus must be a positive integer")
+    return {
+        "sockets": 1,
+        "cores_per_socket": costs["cpus"],
+        "threads_per_core": 1,
+        "clock_ghz": clock_ghz,
+        "hz": hz,
+        "costs": {
+            "pause_cycles": pause_ns * clock_ghz,
+            "l1_hit_ns": l1_hit_ns,
+            "transfer_same_socket_ns": transfer_ns,
+            # One socket: never used, but set to the one transfer measured.
+            "transfer_cross_socket_ns": transfer_ns,
+            "vm_exit_ns": 0.0,
+            "vm_entry_ns": 0.0,
+            "hypercall_ns": median("futex_wake_ns"),
+            "ipi_send_ns": 0.0,
+            # The simulator adds a context switch to every wake-up's switch-in.
+            "wakeup_ns": max(0.0, short - context_switch_ns),
+            "context_switch_ns": context_switch_ns,
+        },
+        "idle_states": [] if deep_after is None else [{"exit_ns": max(0.0, long - short), "residency_ns": float(deep_after)}],
+    }
+
+
+def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
+                  seed: int = 1) -> dict:
+    """One benchmark point (lock, thread count) as a host-mode scenario."""
+    cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
+    return {
+        "name": f"host-{lock}-{threads}",
+        "seed": seed,
+        "duration_ms": seconds * 1000.0,
+        "host": host,
+        "hypervisor": {"ple": {"policy": "off"}, "directed_yield": "off"},
+        "vm": [{
+            "name": "bench",
+            "vcpus": threads,
+            "pin": [i % cpus for i in range(threads)],
+            "lock": lock,
+            "guest_hz": GUEST_HZ,
+            # Every parameter of the guest loop is set, so the preset contributes nothing.
+            "workload": {
+                "preset": "kernbench", "think_ns": think_ns, "cs_ns": cs_ns, "locks": 1, "zipf_s": 0.0,
+                "cs_long_probability": 0.0, "block_probability": 0.0, "shootdown_probability": 0.0,
+                "wake_probability": 0.0,
+            },
+        }],
+    }
+
+
+def _simulate(scenario: dict) -> float:
+    """Acquisitions per simulated second."""
+    result = json.loads(_core.run_json(json.dumps(scenario)))
+    return result["totals"]["acquisitions"] / (result["simulated_ms"] / 1000.0)
+
+
+def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
+                   locks: list[str] | None = None, repeat: int = 3, host_hz: int | None = None,
+                   costs: dict | None = None, workers: int | None = None) -> dict:
+    """Run ``vspin bench-locks`` and its host-mode prediction at the same points.
+
+    Each point is measured ``repeat`` times and simulated with seeds 1..``repeat``; both report
+    the median and every run. ``costs`` is a cost table measured earlier (default: measure now);
+    ``host_hz`` the kernel's ``CONFIG_HZ`` (default: read from the kernel's configuration).
+    """
+    allowed = simulated_locks()
+    for lock in locks or []:
+        if lock not in allowed:
+            raise ValidationError(f"--locks: {lock!r} has no simulator model; allowed: {', '.join(allowed)}")
+    locks = list(locks or allowed)
+    if repeat < 1:
+        raise ValidationError(f"--repeat: must be at least 1, got {repeat}")
+    for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
+        if not value > 0:
+            raise ValidationError(f"{name}: the simulator draws it from an exponential, so it must be > 0, got {value}")
+    if host_hz is not None and not 10 <= host_hz <= 10000:
+        raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
+    hz = host_hz if host_hz is not None else kernel_hz()
+    if costs is None:
+        costs = measure_host_costs()
+    host = host_config(costs, hz)
+
+    try:
+        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks) for _ in range(repeat)]
+    except BenchConfigError as e:
+        raise ValidationError(str(e)) from None
+    measured: dict[tuple[str, int], list[float]] = {}
+    for run in runs:
+        for row in run["results"]:
+            measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
+
+    points = list(measured)
+    jobs = [host_scenario(host, lock, n, seconds, cs_ns, think_ns, seed) for lock, n in points
+            for seed in range(1, repeat + 1)]
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        simulated = list(pool.map(_simulate, jobs))
+    rows = []
+    for k, (lock, n) in enumerate(points):
+        predicted = simulated[k * repeat:(k + 1) * repeat]
+        m, p = statistics.median(measured[(lock, n)]), statistics.median(predicted)
+        rows.append({"lock": lock, "threads": n, "measured_ops_per_sec": m, "measured_runs": measured[(lock, n)],
+                     "predicted_ops_per_sec": p, "predicted_runs": predicted,
+                     "predicted_over_measured": p / m if m > 0 else None})
+    report = {
+        "machine": runs[0]["machine"],
+        "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "cs_ns": cs_ns,
+                   "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz},
+        "host_costs": costs,
+        "host": host,
+        "rows": rows,
+    }
+    report["criteria"] = criteria(report)
+    return report
+
+
+def criteria(report: dict) -> dict:
+    """The issue's two criteria, computed from the rows.
+
+    * **Ordering** at each thread count: every pair of locks, the faster measured against the
+      faster predicted. A pair is *swapped* when the prediction orders it the other way and *tied*
+      when it predicts the same throughput for both (at 1 thread the simulator charges every lock
+      the same few L1 hits, see ``docs/validation.md``). ``same_order`` is the strict test: no
+      pair swapped or tied. A pair is *outside the noise* when the measured runs do not overlap
+      (the slower lock's best run is below the faster one's worst); with one run per point the
+      noise is unknown and ``outside_noise`` is ``None``. ``holds_outside_noise``: no pair outside
+      the noise is swapped or tied.
+    * **Ticket collapse factor**: ticket throughput at ``cores`` threads over that at each larger
+      count, measured against predicted; it holds when the ratio is within 2x either way.
+    """
+    rows = report["rows"]
+    noise_known = report["config"]["repeat"] >= 2
+    ordering = []
+    for n in report["config"]["threads"]:
+        at = [r for r in rows if r["threads"] == n]
+        by_measured = [r["lock"] for r in sorted(at, key=lambda r: -r["measured_ops_per_sec"])]
+        by_predicted = [r["lock"] for r in sorted(at, key=lambda r: -r["predicted_ops_per_sec"])]
+        wrong = []
+        for a, b in combinations(at, 2):
+            hi, lo = (a, b) if a["measured_ops_per_sec"] >= b["measured_ops_per_sec"] else (b, a)
+            outside = min(hi["measured_runs"]) > max(lo["measured_runs"]) if noise_known else None
+            if hi["predicted_ops_per_sec"] < lo["predicted_ops_per_sec"]:
+                wrong.append({"faster": hi["lock"], "slower": lo["lock"], "predicted": "swapped", "outside_noise": outside})
+            elif hi["predicted_ops_per_sec"] == lo["predicted_ops_per_sec"]:
+                wrong.append({"faster": hi["lock"], "slower": lo["lock"], "predicted": "tied", "outside_noise": outside})
+        ordering.append({
+            "threads": n, "measured_order": by_measured, "predicted_order": by_predicted,
+            "pairs": len(at) * (len(at) - 1) // 2,
+            "swapped": sum(w["predicted"] == "swapped" for w in wrong),
+            "tied": sum(w["predicted"] == "tied" for w in wrong),
+            "same_order": not wrong,
+            "holds_outside_noise": None if not noise_known else not any(w["outside_noise"] for w in wrong),
+            "wrong_pairs": wrong,
+        })
+    cores = report["machine"]["cores"]
+    ticket = {r["threads"]: r for r in rows if r["lock"] == "ticket"}
+    collapse = []
+    if cores in ticket:
+        base = ticket[cores]
+        for n in sorted(t for t in ticket if t > cores):
+            m = base["measured_ops_per_sec"] / ticket[n]["measured_ops_per_sec"]
+            p = base["predicted_ops_per_sec"] / ticket[n]["predicted_ops_per_sec"]
+            collapse.append({"threads": n, "measured": m, "predicted": p, "predicted_over_measured": p / m,
+                             "within_2x": 0.5 <= p / m <= 2.0})
+    return {
+        "ordering": ordering,
+        "ordering_holds": all(o["same_order"] for o in ordering),
+        "ordering_holds_outside_noise": None if not noise_known else all(o["holds_outside_noise"] for o in ordering),
+        "ticket_collapse": collapse,
+        "ticket_collapse_holds": bool(collapse) and all(c["within_2x"] for c in collapse),
+    }
+
+
+def table(report: dict) -> str:
+    """Measured against predicted throughput, then the criteria."""
+    lines = [f"{'lock':<22} {'threads':>7} {'measured ops/s':>15} {'predicted ops/s':>16} {'pred/meas':>9}"]
+    for r in report["rows"]:
+        ratio = "-" if r["predicted_over_measured"] is None else f"{r['predicted_over_measured']:.2f}"
+        lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['measured_ops_per_sec']:>15,.0f} "
+                     f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9}")
+    c = report["criteria"]
+    lines.append("")
+    for o in c["ordering"]:
+        verdict = "same order" if o["same_order"] else f"{o['swapped']} swapped, {o['tied']} tied of {o['pairs']} pairs"
+        if o["holds_outside_noise"] is not None and not o["same_order"]:
+            outside = sum(bool(w["outside_noise"]) for w in o["wrong_pairs"])
+            verdict += f"; {outside} of them outside the measured noise"
+        lines.append(f"order at {o['threads']} threads: {verdict}")
+    for k in c["ticket_collapse"]:
+        lines.append(f"ticket collapse {report['machine']['cores']} -> {k['threads']} threads: measured "
+                     f"{k['measured']:.1f}x, predicted {k['predicted']:.1f}x "
+                     f"({'within' if k['within_2x'] else 'NOT within'} 2x)")
+    if not c["ticket_collapse"]:
+        lines.append("ticket collapse: not measured (needs the ticket lock at the core count and above)")
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""`vspin validate-locks`: the benchmark and its host-mode prediction side by side.
+
+Timing is not asserted (the machine may be shared); the structure of the report is, and that
+every point has a measurement and a prediction.
+"""
+
+import json
+import os
+
+import pytest
+
+from vspin import validate
+from vspin.cli import main
+from vspin.validate_locks import ValidationError, host_config, host_scenario
+
+
+def costs(deep_idle_after_ns=200_000.0):
+    """A cost table in the shape `vspin_bench::host_costs` reports."""
+    m = lambda v: {"median": v, "min": v, "max": v, "repeats": 1}  # noqa: E731
+    return {
+        "cpus": 2, "clock_ghz": m(2.5), "l1_hit_ns": m(1.5), "spin_iteration_ns": m(25.5), "transfer_ns": m(40.0),
+        "context_switch_ns": m(1600.0), "futex_wake_ns": m(2000.0), "deep_idle_after_ns": deep_idle_after_ns,
+        "wake_to_run_ns": [{"idle_us": 20, "ns": m(6000.0)}, {"idle_us": 2000, "ns": m(20000.0)}],
+    }
+
+
+def test_host_mode_maps_each_measured_cost_to_its_key():
+    host = host_config(costs(), hz=250)
+    c = host["costs"]
+    assert c["pause_cycles"] == pytest.approx((25.5 - 1.5) * 2.5)
+    assert (c["l1_hit_ns"], c["transfer_same_socket_ns"], c["context_switch_ns"]) == (1.5, 40.0, 1600.0)
+    assert (c["vm_exit_ns"], c["vm_entry_ns"], c["ipi_send_ns"]) == (0.0, 0.0, 0.0)
+    assert c["hypercall_ns"] == 2000.0, "a kick costs the kicker its FUTEX_WAKE"
+    assert c["wakeup_ns"] == 6000.0 - 1600.0, "the switch-in adds the context switch"
+    assert host["idle_states"] == [{"exit_ns": 14000.0, "residency_ns": 200_000.0}]
+    assert host_config(costs(deep_idle_after_ns=None), hz=250)["idle_states"] == []
+    scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200)
+    validate(scenario)
+    vm = scenario["vm"][0]
+    assert vm["pin"] == [0, 1, 0, 1, 0] and vm["vcpus"] == 5 and scenario["duration_ms"] == 500.0
+    assert scenario["hypervisor"] == {"ple": {"policy": "off"}, "directed_yield": "off"}
+
+
+def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
+    bad = costs()
+    bad["spin_iteration_ns"]["median"] = 1.0
+    with pytest.raises(ValidationError, match="spin_iteration_ns"):
+        host_config(bad, hz=250)
+    bad = costs()
+    del bad["transfer_ns"]
+    with pytest.raises(ValidationError, match="transfer_ns"):
+        host_config(bad, hz=250)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the host costs need two CPUs")
+def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys):
+    out = tmp_path / "validation.json"
+    args = ["validate-locks", "--locks", "ticket,tas", "--threads", "1,2,4", "--seconds", "0.02", "--repeat", "2",
+            "--workers", "1", "--json", str(out)]
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    assert [(r["lock"], r["threads"]) for r in report["rows"]] == [
+        ("ticket", 1), ("ticket", 2), ("ticket", 4), ("tas", 1), ("tas", 2), ("tas", 4)]
+    for r in report["rows"]:
+        assert len(r["measured_runs"]) == len(r["predicted_runs"]) == 2
+        assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
+    assert report["host"]["costs"]["vm_exit_ns"] == 0.0
+    assert report["host_costs"]["cpus"] == report["machine"]["cores"]
+    criteria = report["criteria"]
+    assert [o["threads"] for o in criteria["ordering"]] == [1, 2, 4]
+    assert all(o["pairs"] == 1 for o in criteria["ordering"])
+    if report["machine"]["cores"] == 2:
+        assert [c["threads"] for c in criteria["ticket_collapse"]] == [4]
+    printed = capsys.readouterr().out
+    assert "predicted ops/s" in printed and "order at 4 threads" in printed
+
+    # The cost table of that report predicts again without measuring the host.
+    again = tmp_path / "again.json"
+    assert main(args[:-1] + [str(again), "--costs", str(out)]) == 0
+    assert json.loads(again.read_text())["host_costs"] == report["host_costs"]
+
+
+def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
+    out = str(tmp_path / "x.json")
+    assert main(["validate-locks", "--locks", "std", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--locks" in err and "no simulator model" in err and "pv-qspinlock" in err and "Traceback" not in err
+    assert main(["validate-locks", "--cs-ns", "0", "--json", out]) == 2
+    assert "--cs-ns" in capsys.readouterr().err
+    assert main(["validate-locks", "--host-hz", "5", "--json", out]) == 2
+    assert "--host-hz" in capsys.readouterr().err
+    assert main(["validate-locks", "--costs", str(tmp_path / "missing.json"), "--json", out]) == 2
+    assert "--costs" in capsys.readouterr().err
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert main(["validate-locks", "--costs", str(tmp_path / "list.json"), "--json", out]) == 2
+    assert "--costs" in capsys.readouterr().err
+    assert not os.path.exists(out)
