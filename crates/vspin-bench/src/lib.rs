@@ -202,6 +202,8 @@ pub struct Report {
     pub results: Vec<Row>,
     /// Lock + unlock on one thread, nanoseconds per pair.
     pub uncontended_ns: BTreeMap<String, f64>,
+    /// The busy loops' calibration: ns per iteration (their lengths follow from it).
+    pub ns_per_iteration: f64,
 }
 
 /// Cores available to this process.
@@ -225,7 +227,8 @@ pub fn run(config: &Config) -> Result<Report, String> {
             results.push(Row { lock: lock.clone(), threads, ops_per_sec, fairness_max_min, p99_acquire_ns });
         }
     }
-    Ok(Report { machine: MachineInfo { cores: cores() }, config: config.clone(), results, uncontended_ns })
+    let ns_per_iteration = work.ns_per_iteration;
+    Ok(Report { machine: MachineInfo { cores: cores() }, config: config.clone(), results, uncontended_ns, ns_per_iteration })
 }
 
 /// Run a JSON [`Config`]; the report as JSON, or an error naming the bad field.
@@ -241,18 +244,19 @@ struct Work {
 }
 
 impl Work {
-    /// The fastest of 7 runs of 2M iterations: a single run was as much as 30% slow when an
-    /// interrupt or another process took the CPU, which cut every critical section short.
+    /// The fastest batch of 2M iterations over 200 ms. One batch alone, or seven, were as much as
+    /// 40% slow when the run started on a CPU that had been idle (its clock still ramping up) or
+    /// shared, and that cut every critical section short for the whole run.
     fn calibrate() -> Self {
         let n = 2_000_000;
         let mut x = 0u64;
-        let ns_per_iteration = (0..7)
-            .map(|_| {
-                let t = Instant::now();
-                spin(&mut x, n);
-                t.elapsed().as_nanos() as f64 / n as f64
-            })
-            .fold(f64::INFINITY, f64::min);
+        let start = Instant::now();
+        let mut ns_per_iteration = f64::INFINITY;
+        while start.elapsed() < Duration::from_millis(200) {
+            let t = Instant::now();
+            spin(&mut x, n);
+            ns_per_iteration = ns_per_iteration.min(t.elapsed().as_nanos() as f64 / n as f64);
+        }
         Work { ns_per_iteration }
     }
 
