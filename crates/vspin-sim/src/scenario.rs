@@ -69,6 +69,7 @@ named_values!(LockKind {
     "pv-qspinlock" => PvQspinlock,
     "pv-qspinlock-v4.2" => PvQspinlockV42,
 });
+named_values!(Durations { "exponential" => Exponential, "fixed" => Fixed });
 named_values!(Preset {
     "kernbench" => Kernbench,
     "hackbench" => Hackbench,
@@ -377,6 +378,19 @@ pub struct WorkloadConfig {
     pub shootdown_targets: Option<u32>,
     pub wake_probability: Option<f64>,
     pub threads_per_vcpu: Option<u32>,
+    /// How think times and critical sections are drawn from `think_ns`, `cs_ns`, `cs_long_ns`.
+    pub durations: Option<Durations>,
+}
+
+/// How a workload's think times and critical sections vary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durations {
+    /// Exponentially distributed with the given means (the presets: kernel work varies).
+    #[default]
+    Exponential,
+    /// Exactly the given lengths (a benchmark's calibrated busy loops).
+    Fixed,
 }
 
 impl Scenario {

@@ -31,7 +31,7 @@
 use crate::engine::Rng;
 use crate::guest::{Note, SimCpu};
 use crate::locks::GuestLock;
-use crate::scenario::{Preset, WorkloadConfig};
+use crate::scenario::{Durations, Preset, WorkloadConfig};
 use std::rc::Rc;
 
 #[derive(Clone, Debug)]
@@ -49,6 +49,7 @@ pub struct Profile {
     pub shootdown_targets: u32,
     pub wake_probability: f64,
     pub threads_per_vcpu: u32,
+    pub durations: Durations,
     /// A guest context switch between two threads of one vCPU.
     pub switch_ns: u64,
     /// Cumulative lock popularity.
@@ -70,6 +71,7 @@ impl Profile {
             shootdown_targets: 0,
             wake_probability: 0.0,
             threads_per_vcpu: 1,
+            durations: Durations::Exponential,
             switch_ns,
             cdf: Vec::new(),
         };
@@ -129,7 +131,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -142,6 +144,15 @@ impl Profile {
             acc
         }).collect();
         p
+    }
+
+    /// A think time or critical section of mean (or, fixed, exact) length `ns`. Fixed lengths
+    /// draw nothing, so exponential runs keep their random streams.
+    fn length(&self, rng: &mut Rng, ns: f64) -> u64 {
+        match self.durations {
+            Durations::Exponential => rng.exp_ns(ns),
+            Durations::Fixed => (ns.round() as u64).max(1),
+        }
     }
 
     fn pick_lock(&self, rng: &mut Rng) -> usize {
@@ -157,7 +168,7 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
     // When each of the vCPU's other threads can run next (0: runnable from the start).
     let mut blocked_until: Vec<u64> = vec![0; profile.threads_per_vcpu as usize - 1];
     loop {
-        cpu.compute(rng.exp_ns(profile.think_ns)).await;
+        cpu.compute(profile.length(&mut rng, profile.think_ns)).await;
         if profile.locks == 0 {
             cpu.note(Note::WorkDone).await;
             continue;
@@ -182,7 +193,7 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
         locks[l].lock(&cpu).await;
         cpu.note(Note::LockAcquired(l as u32)).await;
         let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
-        cpu.compute(rng.exp_ns(if long { profile.cs_long_ns } else { profile.cs_ns })).await;
+        cpu.compute(profile.length(&mut rng, if long { profile.cs_long_ns } else { profile.cs_ns })).await;
         cpu.note(Note::LockRelease(l as u32)).await;
         locks[l].unlock(&cpu).await;
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.

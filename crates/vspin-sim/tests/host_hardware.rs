@@ -97,3 +97,32 @@ fn host_background_threads_preempt_vcpus_of_a_host_that_is_not_overcommitted() {
     assert!((0.04..0.15).contains(&waiting(&busy)), "vCPUs waited {:.3} of their time", waiting(&busy));
     assert_eq!(waiting(&quiet), 0.0);
 }
+
+#[test]
+fn fixed_durations_make_an_uncontended_loop_exactly_periodic() {
+    let scenario = |durations: &str| {
+        Scenario::from_toml(&format!(
+            r#"
+            duration_ms = 10
+            [host]
+            cores_per_socket = 1
+            [[vm]]
+            name = "bench"
+            vcpus = 1
+            lock = "tas"
+            workload = {{ preset = "kernbench", locks = 1, think_ns = 200, cs_ns = 100, block_probability = 0.0,
+                          shootdown_probability = 0.0, durations = "{durations}" }}
+            "#
+        ))
+        .unwrap()
+    };
+    let fixed = run(&scenario("fixed")).totals.acquisitions as f64;
+    // 300 ns of work per iteration plus the lock's L1 hits: a little under 10 ms / 300 ns.
+    let period = 10e6 / fixed;
+    assert!((300.0..310.0).contains(&period), "{period:.1} ns per iteration");
+    let again = run(&scenario("fixed")).totals.acquisitions as f64;
+    assert_eq!(fixed, again);
+    let exponential = run(&scenario("exponential")).totals.acquisitions as f64;
+    assert!((exponential / fixed - 1.0).abs() < 0.05, "same means: {exponential} vs {fixed}");
+    assert_ne!(exponential, fixed);
+}
