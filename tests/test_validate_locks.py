@@ -38,6 +38,7 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     validate(scenario)
     vm = scenario["vm"][0]
     assert vm["pin"] == [0, 1, 0, 1, 0] and vm["vcpus"] == 5 and scenario["duration_ms"] == 500.0
+    assert vm["workload"]["durations"] == "fixed" and vm["workload"]["locks"] == 1
     assert scenario["hypervisor"] == {"ple": {"policy": "off"}, "directed_yield": "off"}
 
 

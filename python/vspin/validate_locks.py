@@ -9,7 +9,7 @@ scenario, with no hypervisor:
   wake-up of a halted thread (after a short and after a long idle) and the futex wake call;
 * there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
 * one VM whose vCPUs are the benchmark's threads, pinned round-robin to the pCPUs, runs one lock
-  with the benchmark's critical section and think time.
+  with the benchmark's critical section and think time, fixed lengths as its busy loops are.
 
 :func:`validate_locks` runs both at the same thread counts and compares them; the method and the
 parameters are in ``docs/calibration.md`` ("host mode"), the results in ``docs/validation.md``.
@@ -130,11 +130,12 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
             "pin": [i % cpus for i in range(threads)],
             "lock": lock,
             "guest_hz": GUEST_HZ,
-            # Every parameter of the guest loop is set, so the preset contributes nothing.
+            # Every parameter of the guest loop is set, so the preset contributes nothing. The
+            # benchmark's busy loops have fixed lengths.
             "workload": {
                 "preset": "kernbench", "think_ns": think_ns, "cs_ns": cs_ns, "locks": 1, "zipf_s": 0.0,
                 "cs_long_probability": 0.0, "block_probability": 0.0, "shootdown_probability": 0.0,
-                "wake_probability": 0.0,
+                "wake_probability": 0.0, "durations": "fixed",
             },
         }],
     }
@@ -164,7 +165,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         raise ValidationError(f"--repeat: must be at least 1, got {repeat}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
         if not value > 0:
-            raise ValidationError(f"{name}: the simulator draws it from an exponential, so it must be > 0, got {value}")
+            raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
     hz = host_hz if host_hz is not None else kernel_hz()
