@@ -169,6 +169,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
     hz = host_hz if host_hz is not None else kernel_hz()
+    # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
+    load_before = os.getloadavg()
     if costs is None:
         costs = measure_host_costs()
     host = host_config(costs, hz)
@@ -198,6 +200,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "machine": runs[0]["machine"],
         "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "cs_ns": cs_ns,
                    "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz},
+        "load_average_before": load_before,
+        "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
         "host": host,
         "rows": rows,
@@ -284,4 +288,7 @@ def table(report: dict) -> str:
                      f"({'within' if k['within_2x'] else 'NOT within'} 2x)")
     if not c["ticket_collapse"]:
         lines.append("ticket collapse: not measured (needs the ticket lock at the core count and above)")
+    calibration = report["bench_ns_per_iteration"]
+    lines.append(f"load average before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; busy-loop "
+                 f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration")
     return "\n".join(lines)
