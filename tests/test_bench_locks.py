@@ -5,11 +5,12 @@ from vspin.cli import main
 
 def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     out = tmp_path / "locks.json"
-    args = ["bench-locks", "--locks", "oticket,parking_lot", "--threads", "1,2", "--seconds", "0.05",
+    args = ["bench-locks", "--locks", "oticket,parking_lot", "--threads", "1,2", "--seconds", "0.05", "--warmup", "0.01",
             "--json", str(out), "--plot", str(tmp_path / "locks.png")]
     assert main(args) == 0
     report = json.loads(out.read_text())
     assert report["machine"]["cores"] >= 1
+    assert report["config"]["warmup_s"] == 0.01 and report["ns_per_iteration"] > 0
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
@@ -32,3 +33,5 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--threads" in capsys.readouterr().err
     assert main(["bench-locks", "--seconds", "-1", "--json", out]) == 2
     assert "--seconds" in capsys.readouterr().err
+    assert main(["bench-locks", "--warmup", "-1", "--json", out]) == 2
+    assert "--warmup" in capsys.readouterr().err

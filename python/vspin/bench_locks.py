@@ -22,23 +22,26 @@ def lock_names() -> list[str]:
 
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
-                think_ns: int = 200, locks: list[str] | None = None) -> dict:
-    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns"}``.
+                think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0) -> dict:
+    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
+    Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running.
     """
     allowed = lock_names()
     if threads is not None and (not threads or min(threads) < 1):
         raise BenchConfigError(f"--threads: every count must be at least 1, got {threads}")
     if not seconds > 0:
         raise BenchConfigError(f"--seconds: must be a positive number, got {seconds}")
+    if not warmup_s >= 0:
+        raise BenchConfigError(f"--warmup: must be a number >= 0, got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
         if value < 0:
             raise BenchConfigError(f"{name}: must be at least 0, got {value}")
     for lock in locks or []:
         if lock not in allowed:
             raise BenchConfigError(f"--locks: unknown lock {lock!r}; allowed: {', '.join(allowed)}")
-    config: dict = {"seconds": seconds, "cs_ns": cs_ns, "think_ns": think_ns}
+    config: dict = {"seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns, "think_ns": think_ns}
     if threads is not None:
         config["threads"] = threads
     if locks:

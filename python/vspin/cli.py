@@ -78,7 +78,7 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
     locks = [x.strip() for x in args.locks.split(",") if x.strip()] if args.locks else None
     try:
-        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks)
+        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup)
     except BenchConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -180,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_int_list, metavar="LIST",
                    help="thread counts, e.g. 1,2,4,8 (default: 1, cores, 2x, 4x, 8x cores)")
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per lock and thread count (default 1)")
+    p.add_argument("--warmup", type=float, default=0.0,
+                   help="seconds the threads run before the measured seconds start (default 0)")
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: all)")

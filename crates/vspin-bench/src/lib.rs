@@ -5,7 +5,9 @@
 //! `parking_lot`'s benchmark crate.
 //!
 //! A contended run starts `T` threads that each loop
-//! `{ lock; critical section of cs_ns; unlock; think for think_ns }` for `seconds`, and reports
+//! `{ lock; critical section of cs_ns; unlock; think for think_ns }`, lets them run `warmup_s`,
+//! then counts each thread's acquisitions over the next `seconds` (from a snapshot of per-thread
+//! counters at each end of that window, taken by the timing thread), and reports
 //! - throughput: acquisitions per second, all threads together;
 //! - fairness: the most acquisitions of one thread over the fewest (`None` when a thread never
 //!   got the lock: starvation is not a finite ratio);
@@ -27,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use vspin_locks::mutex::*;
@@ -125,6 +127,10 @@ pub struct Config {
     pub threads: Vec<usize>,
     /// Seconds per (lock, thread count).
     pub seconds: f64,
+    /// Seconds the threads run before the measured `seconds` start (0: from the start). Under
+    /// oversubscription a FIFO lock runs at full speed until the first preemption catches a
+    /// thread in its queue, then collapses; a warm-up leaves that start out.
+    pub warmup_s: f64,
     /// Critical-section length.
     pub cs_ns: u64,
     /// Time between an unlock and the next lock.
@@ -145,6 +151,7 @@ impl Default for Config {
         Config {
             threads,
             seconds: 1.0,
+            warmup_s: 0.0,
             cs_ns: 100,
             think_ns: 200,
             locks: LOCKS.iter().map(|s| s.to_string()).collect(),
@@ -162,6 +169,9 @@ impl Config {
         }
         if !(self.seconds > 0.0 && self.seconds.is_finite()) {
             return Err(format!("seconds: must be a positive number, got {}", self.seconds));
+        }
+        if !(self.warmup_s >= 0.0 && self.warmup_s.is_finite()) {
+            return Err(format!("warmup_s: must be a number >= 0, got {}", self.warmup_s));
         }
         if self.sample_every == 0 {
             return Err("sample_every: must be at least 1".into());
@@ -290,23 +300,30 @@ fn uncontended<L: BenchLock>() -> f64 {
     best
 }
 
-/// Throughput, fairness and p99 acquisition latency of `threads` threads on one lock.
+/// Throughput, fairness and p99 acquisition latency of `threads` threads on one lock, over
+/// `config.seconds` after `config.warmup_s`.
 fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64, Option<f64>, Option<u64>) {
+    /// One thread's acquisitions so far, on its own cache line.
+    #[repr(align(128))]
+    struct Count(AtomicU64);
     let lock = Arc::new(L::new());
     let stop = Arc::new(AtomicBool::new(false));
+    let recording = Arc::new(AtomicBool::new(config.warmup_s == 0.0));
+    let counts: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count(AtomicU64::new(0))).collect());
     let start = Arc::new(Barrier::new(threads + 1));
     let (cs, think) = (work.iterations(config.cs_ns).max(1), work.iterations(config.think_ns));
     let every = config.sample_every;
     let workers: Vec<_> = (0..threads)
-        .map(|_| {
-            let (lock, stop, start) = (lock.clone(), stop.clone(), start.clone());
+        .map(|i| {
+            let (lock, stop, recording, counts, start) =
+                (lock.clone(), stop.clone(), recording.clone(), counts.clone(), start.clone());
             std::thread::spawn(move || {
                 let mut histogram = Histogram::default();
                 let mut local = 0u64;
                 let mut n = 0u64;
                 start.wait();
                 while !stop.load(Ordering::Relaxed) {
-                    let t0 = (n % every == 0).then(Instant::now);
+                    let t0 = (n % every == 0 && recording.load(Ordering::Relaxed)).then(Instant::now);
                     lock.with(|counter| {
                         if let Some(t0) = t0 {
                             histogram.record(t0.elapsed());
@@ -314,24 +331,32 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64
                         spin(counter, cs);
                     });
                     n += 1;
+                    counts[i].0.store(n, Ordering::Relaxed);
                     spin(&mut local, think);
                 }
-                (n, histogram)
+                histogram
             })
         })
         .collect();
+    let snapshot = || counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect::<Vec<u64>>();
     start.wait();
-    let t = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(config.seconds));
-    stop.store(true, Ordering::Relaxed);
-    let done: Vec<(u64, Histogram)> = workers.into_iter().map(|w| w.join().expect("bench thread")).collect();
-    let elapsed = t.elapsed().as_secs_f64();
-    let counts: Vec<u64> = done.iter().map(|(n, _)| *n).collect();
-    let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
-    let mut histogram = Histogram::default();
-    for (_, h) in &done {
-        histogram.merge(h);
+    if config.warmup_s > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(config.warmup_s));
+        recording.store(true, Ordering::Relaxed);
     }
+    // The window starts when this thread runs again, which with more threads than cores may be
+    // milliseconds after the workers started: counting from their start (as this benchmark once
+    // did) credited a FIFO lock's full-speed start to a window that had not begun.
+    let (t, before) = (Instant::now(), snapshot());
+    std::thread::sleep(Duration::from_secs_f64(config.seconds));
+    let (after, elapsed) = (snapshot(), t.elapsed().as_secs_f64());
+    stop.store(true, Ordering::Relaxed);
+    let mut histogram = Histogram::default();
+    for w in workers {
+        histogram.merge(&w.join().expect("bench thread"));
+    }
+    let counts: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
     let ops = counts.iter().sum::<u64>() as f64 / elapsed;
     (ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99))
 }
@@ -416,6 +441,7 @@ mod tests {
         assert!(bad(r#"{"locks": ["nope"]}"#).contains("locks: unknown lock \"nope\"; allowed: tas, ticket"));
         assert!(bad(r#"{"threads": [0]}"#).starts_with("threads"));
         assert!(bad(r#"{"seconds": -1}"#).starts_with("seconds"));
+        assert!(bad(r#"{"warmup_s": -0.5}"#).starts_with("warmup_s"));
         assert!(bad(r#"{"thread": [1]}"#).contains("unknown field `thread`"));
     }
 
