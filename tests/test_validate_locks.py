@@ -56,8 +56,8 @@ def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the host costs need two CPUs")
 def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys):
     out = tmp_path / "validation.json"
-    args = ["validate-locks", "--locks", "ticket,tas", "--threads", "1,2,4", "--seconds", "0.02", "--repeat", "2",
-            "--workers", "1", "--json", str(out)]
+    args = ["validate-locks", "--locks", "ticket,tas", "--threads", "1,2,4", "--seconds", "0.02", "--warmup", "0.01",
+            "--repeat", "2", "--workers", "1", "--json", str(out)]
     assert main(args) == 0
     report = json.loads(out.read_text())
     assert [(r["lock"], r["threads"]) for r in report["rows"]] == [
@@ -66,6 +66,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert len(r["measured_runs"]) == len(r["predicted_runs"]) == 2
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
+    assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
     assert report["host_costs"]["cpus"] == report["machine"]["cores"]
     criteria = report["criteria"]
     assert [o["threads"] for o in criteria["ordering"]] == [1, 2, 4]
@@ -90,6 +91,8 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--cs-ns" in capsys.readouterr().err
     assert main(["validate-locks", "--host-hz", "5", "--json", out]) == 2
     assert "--host-hz" in capsys.readouterr().err
+    assert main(["validate-locks", "--warmup", "-1", "--json", out]) == 2
+    assert "--warmup" in capsys.readouterr().err
     assert main(["validate-locks", "--costs", str(tmp_path / "missing.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err
     (tmp_path / "list.json").write_text("[1, 2]")

@@ -109,7 +109,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
             if not isinstance(costs, dict):
                 raise ValidationError(f"--costs: {args.costs} holds no cost table object")
         report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
-                                args.host_hz, costs, args.workers)
+                                args.host_hz, costs, args.workers, args.warmup)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="thread counts, e.g. 1,2,4,8 (default: 1, cores, 2x, 4x, 8x cores)")
     p.add_argument("--seconds", type=float, default=1.0,
                    help="seconds per lock and thread count, measured and simulated (default 1)")
+    p.add_argument("--warmup", type=float, default=0.2,
+                   help="seconds run before the measured and simulated seconds start (default 0.2)")
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: every simulated lock)")

@@ -116,7 +116,7 @@ def host_config(costs: dict, hz: int) -> dict:
 
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
                   seed: int = 1) -> dict:
-    """One benchmark point (lock, thread count) as a host-mode scenario."""
+    """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``."""
     cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
     return {
         "name": f"host-{lock}-{threads}",
@@ -141,19 +141,30 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
     }
 
 
-def _simulate(scenario: dict) -> float:
-    """Acquisitions per simulated second."""
-    result = json.loads(_core.run_json(json.dumps(scenario)))
-    return result["totals"]["acquisitions"] / (result["simulated_ms"] / 1000.0)
+def _acquisitions(scenario: dict) -> int:
+    return json.loads(_core.run_json(json.dumps(scenario)))["totals"]["acquisitions"]
+
+
+def _simulate(job: tuple[dict, float]) -> float:
+    """Acquisitions per simulated second after ``warmup_ms``: the run is deterministic, so a run
+    cut at the warm-up is the first part of the full run, and the difference is the window."""
+    scenario, warmup_ms = job
+    window_s = (scenario["duration_ms"] - warmup_ms) / 1000.0
+    if warmup_ms == 0:
+        return _acquisitions(scenario) / window_s
+    return (_acquisitions(scenario) - _acquisitions({**scenario, "duration_ms": warmup_ms})) / window_s
 
 
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
                    locks: list[str] | None = None, repeat: int = 3, host_hz: int | None = None,
-                   costs: dict | None = None, workers: int | None = None) -> dict:
+                   costs: dict | None = None, workers: int | None = None, warmup_s: float = 0.2) -> dict:
     """Run ``vspin bench-locks`` and its host-mode prediction at the same points.
 
     Each point is measured ``repeat`` times and simulated with seeds 1..``repeat``; both report
-    the median and every run. ``costs`` is a cost table measured earlier (default: measure now);
+    the median and every run. Both count acquisitions over ``seconds`` after ``warmup_s``: a FIFO
+    lock under oversubscription runs at full speed until the first preemption catches a thread in
+    its queue, a start that the simulator (CFS, vCPUs starting at random vruntimes) and the
+    machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table measured earlier (default: measure now);
     ``host_hz`` the kernel's ``CONFIG_HZ`` (default: read from the kernel's configuration).
     """
     allowed = simulated_locks()
@@ -163,6 +174,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     locks = list(locks or allowed)
     if repeat < 1:
         raise ValidationError(f"--repeat: must be at least 1, got {repeat}")
+    if not warmup_s >= 0:
+        raise ValidationError(f"--warmup: must be a number >= 0, got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
         if not value > 0:
             raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
@@ -176,7 +189,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     host = host_config(costs, hz)
 
     try:
-        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks) for _ in range(repeat)]
+        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s) for _ in range(repeat)]
     except BenchConfigError as e:
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
@@ -185,8 +198,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
 
     points = list(measured)
-    jobs = [host_scenario(host, lock, n, seconds, cs_ns, think_ns, seed) for lock, n in points
-            for seed in range(1, repeat + 1)]
+    jobs = [(host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed), warmup_s * 1000.0)
+            for lock, n in points for seed in range(1, repeat + 1)]
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
         simulated = list(pool.map(_simulate, jobs))
     rows = []
@@ -198,7 +211,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                      "predicted_over_measured": p / m if m > 0 else None})
     report = {
         "machine": runs[0]["machine"],
-        "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "cs_ns": cs_ns,
+        "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns,
                    "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz},
         "load_average_before": load_before,
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
