@@ -11,7 +11,7 @@ import pytest
 
 from vspin import validate
 from vspin.cli import main
-from vspin.validate_locks import ValidationError, host_config, host_scenario
+from vspin.validate_locks import ValidationError, criteria, host_config, host_scenario
 
 
 def costs(deep_idle_after_ns=200_000.0):
@@ -51,6 +51,31 @@ def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
     del bad["transfer_ns"]
     with pytest.raises(ValidationError, match="transfer_ns"):
         host_config(bad, hz=250)
+    bad = costs()
+    bad["wake_to_run_ns"] = []
+    with pytest.raises(ValidationError, match="wake_to_run_ns"):
+        host_config(bad, hz=250)
+
+
+def test_criteria_count_swapped_and_tied_pairs_and_judge_them_against_the_noise():
+    def row(lock, threads, measured_runs, predicted):
+        return {"lock": lock, "threads": threads, "measured_runs": measured_runs,
+                "measured_ops_per_sec": sorted(measured_runs)[1], "predicted_ops_per_sec": predicted}
+    report = {"machine": {"cores": 2}, "config": {"threads": [2, 8], "repeat": 3}, "rows": [
+        row("tas", 2, [90, 100, 110], 100), row("ticket", 2, [95, 105, 108], 100),  # tied, inside noise
+        row("tas", 8, [50, 60, 70], 10), row("ticket", 8, [1, 2, 3], 20),  # swapped, outside noise
+        row("qspinlock", 8, [0, 0, 0], 5),
+    ]}
+    c = criteria(report)
+    at2, at8 = c["ordering"]
+    assert (at2["tied"], at2["swapped"], at2["same_order"], at2["holds_outside_noise"]) == (1, 0, False, True)
+    assert (at8["swapped"], at8["holds_outside_noise"]) == (1, False)
+    assert at8["measured_order"] == ["tas", "ticket", "qspinlock"]
+    assert c["ordering_holds_outside_noise"] is False
+    [k] = c["ticket_collapse"]
+    assert (k["threads"], k["measured"], k["predicted"], k["within_2x"]) == (8, 52.5, 5.0, False)
+    report["rows"][3]["measured_runs"], report["rows"][3]["measured_ops_per_sec"] = [0, 0, 0], 0
+    assert criteria(report)["ticket_collapse"][0]["measured"] is None
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the host costs need two CPUs")

@@ -81,10 +81,12 @@ def host_config(costs: dict, hz: int) -> dict:
     if pause_ns <= 0:
         raise ValidationError(f"host costs: spin_iteration_ns ({median('spin_iteration_ns'):.2f}) must exceed "
                               f"l1_hit_ns ({l1_hit_ns:.2f}): a spin iteration is a load and a PAUSE")
-    wakes = costs.get("wake_to_run_ns")
-    if not isinstance(wakes, list) or not wakes:
-        raise ValidationError("host costs: wake_to_run_ns must be a non-empty list of {idle_us, ns}")
-    short, long = wakes[0]["ns"]["median"], wakes[-1]["ns"]["median"]
+    try:
+        wakes = [float(w["ns"]["median"]) for w in costs["wake_to_run_ns"]]
+        short, long = wakes[0], wakes[-1]
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise ValidationError("host costs: wake_to_run_ns must be a non-empty list of {idle_us, ns: {median}}, "
+                              "shortest idle first") from None
     context_switch_ns = median("context_switch_ns")
     transfer_ns = median("transfer_ns")
     deep_after = costs.get("deep_idle_after_ns")
@@ -106,7 +108,8 @@ def host_config(costs: dict, hz: int) -> dict:
             "vm_entry_ns": 0.0,
             "hypercall_ns": median("futex_wake_ns"),
             "ipi_send_ns": 0.0,
-            # The simulator adds a context switch to every wake-up's switch-in.
+            # The simulator adds a context switch to every wake-up's switch-in. A wake-up measured
+            # faster than a switch can only be noise: it is charged nothing, not a negative time.
             "wakeup_ns": max(0.0, short - context_switch_ns),
             "context_switch_ns": context_switch_ns,
         },
@@ -164,8 +167,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     the median and every run. Both count acquisitions over ``seconds`` after ``warmup_s``: a FIFO
     lock under oversubscription runs at full speed until the first preemption catches a thread in
     its queue, a start that the simulator (CFS, vCPUs starting at random vruntimes) and the
-    machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table measured earlier (default: measure now);
-    ``host_hz`` the kernel's ``CONFIG_HZ`` (default: read from the kernel's configuration).
+    machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table
+    measured earlier (default: measure now); ``host_hz`` the kernel's ``CONFIG_HZ`` (default:
+    read from the kernel's configuration).
     """
     allowed = simulated_locks()
     for lock in locks or []:
@@ -267,10 +271,12 @@ def criteria(report: dict) -> dict:
     if cores in ticket:
         base = ticket[cores]
         for n in sorted(t for t in ticket if t > cores):
-            m = base["measured_ops_per_sec"] / ticket[n]["measured_ops_per_sec"]
-            p = base["predicted_ops_per_sec"] / ticket[n]["predicted_ops_per_sec"]
-            collapse.append({"threads": n, "measured": m, "predicted": p, "predicted_over_measured": p / m,
-                             "within_2x": 0.5 <= p / m <= 2.0})
+            # No acquisition in the window: the factor is unbounded, reported as None.
+            m = base["measured_ops_per_sec"] / ticket[n]["measured_ops_per_sec"] if ticket[n]["measured_ops_per_sec"] else None
+            p = base["predicted_ops_per_sec"] / ticket[n]["predicted_ops_per_sec"] if ticket[n]["predicted_ops_per_sec"] else None
+            ratio = p / m if m and p else None
+            collapse.append({"threads": n, "measured": m, "predicted": p, "predicted_over_measured": ratio,
+                             "within_2x": ratio is not None and 0.5 <= ratio <= 2.0})
     return {
         "ordering": ordering,
         "ordering_holds": all(o["same_order"] for o in ordering),
@@ -295,9 +301,12 @@ def table(report: dict) -> str:
             outside = sum(bool(w["outside_noise"]) for w in o["wrong_pairs"])
             verdict += f"; {outside} of them outside the measured noise"
         lines.append(f"order at {o['threads']} threads: {verdict}")
+    def factor(x: float | None) -> str:
+        return "unbounded (no acquisition)" if x is None else f"{x:,.1f}x"
+
     for k in c["ticket_collapse"]:
         lines.append(f"ticket collapse {report['machine']['cores']} -> {k['threads']} threads: measured "
-                     f"{k['measured']:.1f}x, predicted {k['predicted']:.1f}x "
+                     f"{factor(k['measured'])}, predicted {factor(k['predicted'])} "
                      f"({'within' if k['within_2x'] else 'NOT within'} 2x)")
     if not c["ticket_collapse"]:
         lines.append("ticket collapse: not measured (needs the ticket lock at the core count and above)")
