@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}" \
-    cargo test -p vspin-locks --test loom --release -- "$@"
+    cargo test --locked -p vspin-locks --test loom --release -- "$@"
