@@ -73,19 +73,28 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,4, got {text!r}") from None
 
 
+def _lock_names(text: str | None) -> list[str] | None:
+    """`--locks a,b` as a list; None (every lock) when not given."""
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _write_json(path: str, report: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+
+
 def _cmd_bench_locks(args: argparse.Namespace) -> int:
     from vspin.bench_locks import BenchConfigError, bench_locks, plot, table
 
-    locks = [x.strip() for x in args.locks.split(",") if x.strip()] if args.locks else None
+    locks = _lock_names(args.locks)
     try:
         report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup)
     except BenchConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(table(report))
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")
+    _write_json(args.json, report)
     if args.plot:
         plot(report, args.plot)
     print(f"report: {args.json}" + (f", plot: {args.plot}" if args.plot else ""), file=sys.stderr)
@@ -95,7 +104,7 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
     from vspin.validate_locks import ValidationError, table, validate_locks
 
-    locks = [x.strip() for x in args.locks.split(",") if x.strip()] if args.locks else None
+    locks = _lock_names(args.locks)
     try:
         costs = None
         if args.costs:
@@ -114,9 +123,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(table(report))
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")
+    _write_json(args.json, report)
     print(f"report: {args.json}", file=sys.stderr)
     return 0
 
