@@ -161,12 +161,41 @@ impl Profile {
     }
 }
 
+/// The guest scheduler of one vCPU: its other threads, by when each can run next.
+struct OtherThreads {
+    /// Wake-up time of each thread not running (0: runnable from the start).
+    blocked_until: Vec<u64>,
+}
+
+impl OtherThreads {
+    fn new(threads_per_vcpu: u32) -> Self {
+        OtherThreads { blocked_until: vec![0; threads_per_vcpu as usize - 1] }
+    }
+
+    /// The running thread blocks for `ns`: the thread that became runnable first takes the vCPU
+    /// after a guest context switch; if none is runnable yet, the vCPU idles until it is (or
+    /// until a peer's wake-up IPI). With a single thread, blocking is plain guest idle.
+    async fn block(&mut self, cpu: &SimCpu, ns: u64, switch_ns: u64) {
+        if self.blocked_until.is_empty() {
+            cpu.sleep(ns).await;
+            return;
+        }
+        let now = cpu.clock().await;
+        self.blocked_until.push(now + ns);
+        let next = (0..self.blocked_until.len()).min_by_key(|&i| (self.blocked_until[i], i)).expect("the blocking thread is in the list");
+        if self.blocked_until[next] > now {
+            cpu.sleep(self.blocked_until[next] - now).await;
+        }
+        self.blocked_until.swap_remove(next);
+        cpu.compute(switch_ns).await;
+    }
+}
+
 /// The guest thread of one vCPU.
 pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, mut rng: Rng) {
     use vspin_locks::Platform;
     let nr = cpu.nr_cpus();
-    // When each of the vCPU's other threads can run next (0: runnable from the start).
-    let mut blocked_until: Vec<u64> = vec![0; profile.threads_per_vcpu as usize - 1];
+    let mut others = OtherThreads::new(profile.threads_per_vcpu);
     loop {
         cpu.compute(profile.length(&mut rng, profile.think_ns)).await;
         if profile.locks == 0 {
@@ -174,19 +203,7 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             continue;
         }
         if profile.block_probability > 0.0 && rng.uniform() < profile.block_probability {
-            let block = rng.exp_ns(profile.block_ns);
-            if profile.threads_per_vcpu == 1 {
-                cpu.sleep(block).await;
-            } else {
-                let now = cpu.clock().await;
-                blocked_until.push(now + block);
-                let next = (0..blocked_until.len()).min_by_key(|&i| (blocked_until[i], i)).expect("the blocking thread is in the list");
-                if blocked_until[next] > now {
-                    cpu.sleep(blocked_until[next] - now).await;
-                }
-                blocked_until.swap_remove(next);
-                cpu.compute(profile.switch_ns).await;
-            }
+            others.block(&cpu, rng.exp_ns(profile.block_ns), profile.switch_ns).await;
         }
         let l = profile.pick_lock(&mut rng);
         cpu.note(Note::LockBegin(l as u32)).await;
