@@ -289,8 +289,8 @@ impl Sim {
             woken: false,
             in_spin_loop: false,
             dy_eligible: false,
-            ple_window: 0,
-            ple_window_ns: 0,
+            ple_window: self.ple.window_cycles,
+            ple_window_ns: crate::vcpu::ple_window_ns(self.ple.window_cycles, self.costs.clock_ghz),
             ple_spun_ns: 0,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
@@ -301,7 +301,6 @@ impl Sim {
             counters: Counters::default(),
             work_units: 0,
         });
-        self.vcpus[g as usize].set_ple_window(self.ple.window_cycles, self.costs.clock_ghz);
         self.pcpus[pcpu as usize].queued.push(g);
     }
 

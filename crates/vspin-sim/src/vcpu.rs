@@ -125,6 +125,11 @@ pub(crate) struct Vcpu {
 impl Vcpu {
     pub(crate) fn set_ple_window(&mut self, cycles: u64, clock_ghz: f64) {
         self.ple_window = cycles;
-        self.ple_window_ns = (cycles as f64 / clock_ghz).ceil() as u64;
+        self.ple_window_ns = ple_window_ns(cycles, clock_ghz);
     }
+}
+
+/// A PLE window of `cycles` TSC cycles as nanoseconds of spinning.
+pub(crate) fn ple_window_ns(cycles: u64, clock_ghz: f64) -> u64 {
+    (cycles as f64 / clock_ghz).ceil() as u64
 }
