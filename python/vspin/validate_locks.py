@@ -21,11 +21,11 @@ import gzip
 import json
 import os
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 
 from vspin import _core
 from vspin.bench_locks import BenchConfigError, bench_locks, lock_names
+from vspin.reproduce import Runner
 
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
@@ -144,18 +144,17 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
     }
 
 
-def _acquisitions(scenario: dict) -> int:
-    return json.loads(_core.run_json(json.dumps(scenario)))["totals"]["acquisitions"]
-
-
-def _simulate(job: tuple[dict, float]) -> float:
-    """Acquisitions per simulated second after ``warmup_ms``: the run is deterministic, so a run
-    cut at the warm-up is the first part of the full run, and the difference is the window."""
-    scenario, warmup_ms = job
-    window_s = (scenario["duration_ms"] - warmup_ms) / 1000.0
-    if warmup_ms == 0:
-        return _acquisitions(scenario) / window_s
-    return (_acquisitions(scenario) - _acquisitions({**scenario, "duration_ms": warmup_ms})) / window_s
+def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[float]:
+    """Acquisitions per simulated second after ``warmup_ms`` of each scenario: a run is
+    deterministic, so a run cut at the warm-up is the first part of the full run, and the
+    difference is the window."""
+    cut = [{**sc, "duration_ms": warmup_ms} for sc in scenarios] if warmup_ms > 0 else []
+    with Runner(workers, label="validate-locks") as runner:
+        results = runner.run_many(scenarios + cut)
+    full, before = results[:len(scenarios)], results[len(scenarios):]
+    window_s = [(sc["duration_ms"] - warmup_ms) / 1000.0 for sc in scenarios]
+    return [(r.totals["acquisitions"] - (before[i].totals["acquisitions"] if before else 0)) / window_s[i]
+            for i, r in enumerate(full)]
 
 
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
@@ -202,10 +201,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
 
     points = list(measured)
-    jobs = [(host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed), warmup_s * 1000.0)
-            for lock, n in points for seed in range(1, repeat + 1)]
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        simulated = list(pool.map(_simulate, jobs))
+    scenarios = [host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed)
+                 for lock, n in points for seed in range(1, repeat + 1)]
+    simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     rows = []
     for k, (lock, n) in enumerate(points):
         predicted = simulated[k * repeat:(k + 1) * repeat]
