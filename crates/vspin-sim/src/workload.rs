@@ -125,7 +125,7 @@ impl Profile {
             Preset::Metis => Profile {
                 shootdown_probability: 0.002,
                 shootdown_targets: 2,
-                ..base(20_000.0, 200.0, 256, 0.0)
+                ..base(150_000.0, 200.0, 256, 0.0)
             },
         };
         macro_rules! take {
