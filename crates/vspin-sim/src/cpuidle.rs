@@ -38,7 +38,7 @@ impl IdleGovernor {
             .iter()
             .filter(|s| s.residency_ns as u64 <= self.last_idle_ns)
             .map(|s| s.exit_ns as u64)
-            .last()
+            .next_back()
             .unwrap_or(0);
     }
 

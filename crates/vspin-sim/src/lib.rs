@@ -34,6 +34,7 @@ pub mod scenario;
 
 mod cpuidle;
 mod directed_yield;
+mod eevdf;
 mod guest;
 mod locks;
 mod monitor;

@@ -51,7 +51,7 @@ macro_rules! named_values {
     };
 }
 
-named_values!(SchedulerKind { "cfs" => Cfs });
+named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf });
 named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
@@ -221,6 +221,8 @@ pub enum SchedulerKind {
     /// Linux CFS as in v3.18/3.19 (the KVM host of the seeds).
     #[default]
     Cfs,
+    /// Linux EEVDF as in v6.8 (`kernel-mechanisms.md` §7.2): the host scheduler since v6.6.
+    Eevdf,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -1,5 +1,7 @@
 //! The host scheduler: Linux CFS as in v3.18/3.19 (`kernel/sched/fair.c`,
-//! `kernel-mechanisms.md` §5.4 and §7.1), one run queue per pCPU.
+//! `kernel-mechanisms.md` §5.4 and §7.1), one run queue per pCPU. With
+//! `hypervisor.scheduler = "eevdf"` the picking, slicing, placement and yield rules are those of
+//! `eevdf.rs` instead; run queues, context switches and placement on pCPUs are shared.
 //!
 //! - `vruntime` grows with execution time (all vCPU threads have the nice-0 weight).
 //! - Tick preemption (`check_preempt_tick`): the current thread is preempted once it has run
@@ -17,6 +19,7 @@
 //! (a simplification of `select_idle_sibling` and `idle_balance`; periodic balancing is not
 //! modelled).
 use crate::engine::Event;
+use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Affinity, HostState, HostWork, After};
 
@@ -39,6 +42,9 @@ impl Sim {
             se.vruntime += delta;
             se.sum_exec += delta;
             se.exec_start = now;
+            if self.scheduler == SchedulerKind::Eevdf {
+                self.update_deadline(p, c);
+            }
         }
         self.update_min_vruntime(p);
     }
@@ -74,6 +80,9 @@ impl Sim {
 
     /// `pick_next_entity` over the queued vCPUs and the current one.
     fn pick_next(&mut self, p: u32) -> Option<u32> {
+        if self.scheduler == SchedulerKind::Eevdf {
+            return self.pick_eevdf(p, true);
+        }
         let rq = &self.pcpus[p as usize];
         let cands = || rq.queued.iter().copied().chain(rq.curr);
         let key = |v: &u32| (self.vcpus[*v as usize].se.vruntime, *v);
@@ -100,12 +109,16 @@ impl Sim {
         self.update_curr(p);
         let prev = self.pcpus[p as usize].curr;
         let next = self.pick_next(p);
+        self.pcpus[p as usize].need_resched = false;
         if next != prev {
             if let Some(pv) = prev {
                 self.deschedule(pv);
             }
             match next {
                 Some(n) => {
+                    // `set_next_entity`: under EEVDF the new thread is protected until it is
+                    // ineligible or gets a new slice.
+                    self.vcpus[n as usize].se.protected = true;
                     let rq = &mut self.pcpus[p as usize];
                     rq.queued.retain(|&q| q != n);
                     rq.curr = Some(n);
@@ -181,10 +194,15 @@ impl Sim {
         }
     }
 
-    /// Scheduler tick: `check_preempt_tick`.
+    /// Scheduler tick: `check_preempt_tick` (CFS) or `update_deadline` (EEVDF).
     pub(crate) fn tick(&mut self, p: u32) {
         self.pcpus[p as usize].tick_armed = false;
-        if self.nr_running(p) > 1 {
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.update_curr(p);
+            if self.pcpus[p as usize].need_resched {
+                self.schedule(p);
+            }
+        } else if self.nr_running(p) > 1 {
             self.update_curr(p);
             if let Some(c) = self.pcpus[p as usize].curr {
                 let nr = self.nr_running(p) as u64;
@@ -207,8 +225,12 @@ impl Sim {
         self.maybe_arm_tick(p);
     }
 
-    /// `yield_task_fair`: mark the yielding vCPU as the skip buddy.
+    /// `yield_task_fair`: mark the yielding vCPU as the skip buddy (CFS) or push its deadline
+    /// back (EEVDF).
     pub(crate) fn yield_task(&mut self, p: u32, v: u32) {
+        if self.scheduler == SchedulerKind::Eevdf {
+            return self.eevdf_yield(p, v);
+        }
         if self.nr_running(p) <= 1 {
             return;
         }
@@ -226,7 +248,10 @@ impl Sim {
         if self.vcpus[target as usize].host != HostState::Runnable {
             return 0;
         }
-        self.pcpus[tp as usize].next = Some(target);
+        // EEVDF (v6.8) sets the buddy too but never reads it (`NEXT_BUDDY` is off).
+        if self.scheduler == SchedulerKind::Cfs {
+            self.pcpus[tp as usize].next = Some(target);
+        }
         self.yield_task(p, v);
         if tp != p {
             self.schedule(tp);
@@ -239,6 +264,9 @@ impl Sim {
         let p = self.select_pcpu(v);
         // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
         self.update_curr(p);
+        if self.scheduler == SchedulerKind::Eevdf {
+            return self.enqueue_woken_eevdf(v, p);
+        }
         self.migrate(v, p);
         let half_latency = self.costs.sched_latency / 2;
         let min_vr = self.pcpus[p as usize].min_vruntime;
@@ -255,6 +283,29 @@ impl Sim {
             }
         }
         self.maybe_arm_tick(p);
+    }
+
+    /// EEVDF wake-up: placed by its lag; it preempts if `pick_eevdf` would now run it (or the
+    /// current vCPU's slice just ran out).
+    fn enqueue_woken_eevdf(&mut self, v: u32, p: u32) {
+        let from = self.vcpus[v as usize].pcpu;
+        self.clear_buddies(from, v);
+        self.vcpus[v as usize].pcpu = p;
+        self.place(p, v);
+        self.pcpus[p as usize].queued.push(v);
+        if self.pcpus[p as usize].curr.is_none() || self.pcpus[p as usize].need_resched || self.pick_eevdf(p, true) == Some(v) {
+            self.schedule(p);
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    /// The running vCPU `v` of `p` blocks (halts): charge its run, and under EEVDF keep its lag.
+    pub(crate) fn dequeue_sleeper(&mut self, p: u32, v: u32) {
+        self.update_curr(p);
+        self.clear_buddies(p, v);
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.save_lag(p, v);
+        }
     }
 
     fn select_pcpu(&self, v: u32) -> u32 {
@@ -292,9 +343,18 @@ impl Sim {
             .max_by_key(|&o| (self.pcpus[o as usize].queued.len(), std::cmp::Reverse(o)));
         let Some(src) = busiest else { return };
         let Some(&v) = self.pcpus[src as usize].queued.iter().find(|&&q| movable(self, q)) else { return };
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.update_curr(src);
+            self.save_lag(src, v);
+        }
         self.pcpus[src as usize].queued.retain(|&q| q != v);
         self.clear_buddies(src, v);
-        self.migrate(v, p);
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.vcpus[v as usize].pcpu = p;
+            self.place(p, v);
+        } else {
+            self.migrate(v, p);
+        }
         self.pcpus[p as usize].queued.push(v);
         self.schedule(p);
     }

@@ -11,7 +11,7 @@ use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinning, Scenario};
+use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
@@ -45,6 +45,8 @@ pub(crate) struct Costs {
     pub min_granularity: u64,
     pub wakeup_granularity: u64,
     pub nr_latency: u64,
+    /// EEVDF `sysctl_sched_base_slice`, 0.75 ms × the same factor (§7.2, v6.8).
+    pub base_slice: u64,
 }
 
 pub(crate) struct Pcpu {
@@ -54,6 +56,8 @@ pub(crate) struct Pcpu {
     pub next: Option<u32>,
     pub skip: Option<u32>,
     pub tick_armed: bool,
+    /// EEVDF: the current vCPU used up its slice (`update_deadline` → `resched_curr`).
+    pub need_resched: bool,
     pub idle: IdleGovernor,
 }
 
@@ -82,6 +86,7 @@ pub struct Sim {
     pub(crate) mem: Memory,
     pub(crate) costs: Costs,
     pub(crate) ple: PleConfig,
+    pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
     pub(crate) pcpus: Vec<Pcpu>,
     topology: Topology,
@@ -159,9 +164,10 @@ impl Sim {
             min_granularity: 750_000 * factor,
             wakeup_granularity: 1_000_000 * factor,
             nr_latency: 8,
+            base_slice: 750_000 * factor,
         };
         let pcpus = (0..n)
-            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false, idle: IdleGovernor::default() })
+            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false, need_resched: false, idle: IdleGovernor::default() })
             .collect();
         let mut sim = Sim {
             now: 0,
@@ -170,6 +176,7 @@ impl Sim {
             mem: Memory::new(MemoryCosts { hit_ns: 1, same_socket_ns: 1, cross_socket_ns: 1 }, vec![]),
             costs,
             ple: sc.hypervisor.ple.clone(),
+            scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
             pcpus,
             topology,
@@ -282,7 +289,15 @@ impl Sim {
             response: (0, 0),
             access_latency: 0,
             last_read: (SimWord(u32::MAX), 0),
-            se: SchedEntity { vruntime: start_vruntime, exec_start: 0, sum_exec: 0, prev_sum_exec: 0 },
+            se: SchedEntity {
+                vruntime: start_vruntime,
+                exec_start: 0,
+                sum_exec: 0,
+                prev_sum_exec: 0,
+                deadline: start_vruntime + self.costs.base_slice,
+                vlag: 0,
+                protected: false,
+            },
             preempted: false,
             pv_unhalted: false,
             kicked: false,
@@ -800,8 +815,7 @@ impl Sim {
             self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
         }
         let p = vc.pcpu;
-        self.update_curr(p);
-        self.clear_buddies(p, v);
+        self.dequeue_sleeper(p, v);
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Blocked;
         vc.state_since = now;

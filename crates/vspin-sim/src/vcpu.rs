@@ -63,6 +63,13 @@ pub(crate) struct SchedEntity {
     pub exec_start: Time,
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
+    /// EEVDF: virtual deadline, `vruntime + base_slice` when the slice was granted.
+    pub deadline: u64,
+    /// EEVDF: lag (`avg_vruntime − vruntime`) saved when the vCPU left its run queue.
+    pub vlag: i64,
+    /// EEVDF `RUN_TO_PARITY`: picked and not yet given a new slice (the kernel's
+    /// `vlag == deadline` mark).
+    pub protected: bool,
 }
 
 /// Where a vCPU may run.

@@ -9,8 +9,10 @@ fn json(sc: &vspin_sim::Scenario) -> String {
 #[test]
 fn same_scenario_and_seed_give_byte_identical_json() {
     for lock in ["tas", "ticket", "pv-ticket"] {
-        let sc = host(4, 2, 4, lock, "kvm", 42, 50);
+        let mut sc = host(4, 2, 4, lock, "kvm", 42, 50);
         assert_eq!(json(&sc), json(&sc), "{lock}");
+        sc.hypervisor.scheduler = vspin_sim::scenario::SchedulerKind::Eevdf;
+        assert_eq!(json(&sc), json(&sc), "{lock}, EEVDF");
     }
 }
 
