@@ -20,6 +20,7 @@
 //! Without `CONFIG_PARAVIRT_SPINLOCKS` the `SPIN_THRESHOLD` loop of `arch_spin_lock` calls a no-op
 //! `__ticket_lock_spinning`, so it is an unbounded spin; it is written here as one.
 use crate::platform::{Field, Platform, RawSpinLock, Until, WordAlloc};
+use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -35,22 +36,34 @@ pub struct TicketLock<P: Platform> {
 impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
     const NAME: &'static str = "ticket";
     const FIFO: bool = true;
+    type Contended = u64;
+    type Waiters = Infallible;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         TicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock(&self, p: &P) {
+    /// Draw a ticket; the old word if it is not served at once.
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
         let old = p.fetch_add_field(&self.head_tail, TAIL, 1).await;
-        let my = TAIL.get(old);
-        if HEAD.get(old) == my {
-            return;
+        if HEAD.get(old) == TAIL.get(old) {
+            Ok(())
+        } else {
+            Err(old)
         }
-        p.spin_until(&self.head_tail, Until::field_eq(HEAD, my), u64::MAX).await;
     }
 
-    async fn unlock(&self, p: &P) {
+    async fn lock_slow(&self, p: &P, old: u64) {
+        p.spin_until(&self.head_tail, Until::field_eq(HEAD, TAIL.get(old)), u64::MAX).await;
+    }
+
+    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.fetch_add_field(&self.head_tail, HEAD, 1).await;
+        Ok(())
+    }
+
+    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+        match waiters {}
     }
 
     /// `arch_spin_trylock`: draw a ticket only if it is served at once (head == tail).
