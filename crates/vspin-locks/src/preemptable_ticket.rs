@@ -9,7 +9,7 @@
 //! may overtake a preempted one, and mutual exclusion among them is kept by `locked`.
 //!
 //! ```text
-//!   word = [ slowpath:1 | locked:1 | tail:B | head:B ]    (B = ticket bits, 16 or 8)
+//!   word = [ tail:B | 0 | slowpath:1 | locked:1 | 0:B | head:B ]    (B = ticket bits, 16 or 8)
 //!
 //!   lock:   t = xadd(tail, 1).tail;  N = t − head
 //!           while N > 0 (mod 2^B, "ahead of me"):
@@ -29,6 +29,9 @@
 //! - The competition is test-and-test-and-set on `locked`, which shares the cache line with the
 //!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
 //!   coherence traffic, not who may acquire.
+//! - `tail` is the top B bits of the 64-bit word rather than right above `head`: as in the
+//!   [`ticket`](crate::ticket) lock, the `xadd` on it is then one `fetch_add` on real threads
+//!   instead of a compare-exchange loop. The algorithm only reads and adds to the fields.
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use std::convert::Infallible;
 #[cfg(not(loom))]
@@ -42,7 +45,7 @@ pub(crate) struct Layout<const BITS: u32>;
 
 impl<const BITS: u32> Layout<BITS> {
     pub(crate) const HEAD: Field = Field::new(0, BITS);
-    pub(crate) const TAIL: Field = Field::new(BITS, BITS);
+    pub(crate) const TAIL: Field = Field::new(64 - BITS, BITS);
     /// Set while the lock is held.
     pub(crate) const LOCKED: u64 = 1 << (2 * BITS);
     /// Set when a paravirtual waiter may be halted.

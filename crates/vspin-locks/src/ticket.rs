@@ -7,8 +7,15 @@
 //! a disaster under a hypervisor: if the vCPU holding the *next* ticket is descheduled, every
 //! later waiter spins until it runs again (lock-waiter preemption, LWP).
 //!
+//! The kernel's 32-bit word has `tail` right above `head`; here `tail` is the top 16 bits of the
+//! 64-bit word (bits 48..64) and the bits between are zero or, for ITICKET, its threshold. The
+//! algorithm only reads and adds to the fields, so their places change nothing it does, and
+//! on real threads the `xadd` on `tail` becomes one 64-bit `fetch_add` whose carry leaves the
+//! word: a field below bit 63 needs a compare-exchange loop to keep its carry out of the next
+//! field (see `native`), which cost the uncontended lock about 1 ns more.
+//!
 //! ```text
-//!   word = [ tail:16 | head:16 ]
+//!   word = [ tail:16 | 0:32 | head:16 ]
 //!
 //!   lock:   t = xadd(tail, 1).tail ──▶ head == t ? ──yes──▶ HELD
 //!                                          │ no
@@ -24,10 +31,10 @@ use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
-/// `head`: the ticket now served (low half of `head_tail`).
+/// `head`: the ticket now served (bits 0..16 of `head_tail`).
 pub(crate) const HEAD: Field = Field::new(0, 16);
-/// `tail`: the next ticket to hand out (high half of `head_tail`).
-pub(crate) const TAIL: Field = Field::new(16, 16);
+/// `tail`: the next ticket to hand out (bits 48..64 of `head_tail`, see the module docs).
+pub(crate) const TAIL: Field = Field::new(48, 16);
 
 pub struct TicketLock<P: Platform> {
     head_tail: P::Word,
