@@ -8,7 +8,7 @@
 //! which is the same cache line as in the paper's `arch_spinlock_t`.
 //!
 //! ```text
-//!   word = [ … | shift:8 | tail:16 | head:16 ]     threshold = 2^(15 + shift)
+//!   word = [ tail:16 | 0:8 | shift:8 | 0:16 | head:16 ]     threshold = 2^(15 + shift)
 //!
 //!   lock:   t = xadd(tail, 2).tail
 //!           ┌─▶ spin ≤ threshold PAUSEs for head≈t ──yes──▶ HELD (clear flag if last)
@@ -21,8 +21,8 @@
 use crate::oticket::SPIN_MAX_THRESHOLD;
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, try_take_ticket, unlock_and_kick,
-    SPIN_THRESHOLD,
+    check_and_clear_slowpath, head_reaches, kick_needed, kick_next, lock_spinning, served_at_once, try_take_ticket,
+    SPIN_THRESHOLD, TICKET_LOCK_INC,
 };
 use crate::ticket::{HEAD, TAIL};
 #[cfg(not(loom))]
@@ -50,13 +50,18 @@ impl<P: Platform> ITicketLock<P> {
 impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     const NAME: &'static str = "iticket";
     const FIFO: bool = true;
+    type Contended = u64;
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         ITicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock(&self, p: &P) {
-        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
+    }
+
+    async fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         let mut threshold = SPIN_THRESHOLD << SHIFT.get(old);
         loop {
@@ -72,8 +77,12 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
         }
     }
 
-    async fn unlock(&self, p: &P) {
-        unlock_and_kick(p, &self.head_tail, 1).await;
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
+    }
+
+    async fn unlock_slow(&self, p: &P, head: u64) {
+        kick_next(p, &self.head_tail, head, 1).await;
     }
 
     /// As pv-ticket's; the threshold's shift (bits 32..40) is carried over unchanged.

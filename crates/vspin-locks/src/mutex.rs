@@ -1,9 +1,10 @@
 //! `lock_api` adapters: every algorithm of this crate as a `Mutex<T>` on real threads.
 //!
 //! [`NativeRaw<L>`] wraps any lock `L` built on the [`Native`] platform and implements
-//! [`lock_api::RawMutex`] by running `L`'s `lock`, `try_lock` and `unlock` with
-//! [`block_on`]; `lock_api::Mutex<NativeRaw<L>, T>` then adds the data, guards and poisoning-free
-//! API of `parking_lot`. The aliases at the bottom name one mutex per algorithm
+//! [`lock_api::RawMutex`] by running `L`'s `lock`, `try_lock` and `unlock` with [`block_on`],
+//! the slow paths of `lock` and `unlock` in functions of their own that are never inlined;
+//! `lock_api::Mutex<NativeRaw<L>, T>` then adds the data, guards and poisoning-free API of
+//! `parking_lot`. The aliases at the bottom name one mutex per algorithm
 //! ([`TicketMutex`], [`OTicketMutex`], …).
 //!
 //! Three decisions:
@@ -63,7 +64,9 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
 
     #[inline]
     fn lock(&self) {
-        block_on(self.0.lock(&Native::default()))
+        if let Err(contended) = block_on(self.0.lock_fast(&Native::default())) {
+            lock_slow(&self.0, contended);
+        }
     }
 
     #[inline]
@@ -73,8 +76,26 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
 
     #[inline]
     unsafe fn unlock(&self) {
-        block_on(self.0.unlock(&Native::default()))
+        if let Err(waiters) = block_on(self.0.unlock_fast(&Native::default())) {
+            unlock_slow(&self.0, waiters);
+        }
     }
+}
+
+/// `L`'s lock slow path, out of line: its future (spin loops, halts, queue nodes) is far larger
+/// than the fast path's, and inlined next to it, it made every uncontended lock build and spill
+/// that state (see [`RawSpinLock`]).
+#[cold]
+#[inline(never)]
+fn lock_slow<L: RawSpinLock<Native>>(lock: &L, contended: L::Contended) {
+    block_on(lock.lock_slow(&Native::default(), contended))
+}
+
+/// `L`'s unlock slow path (kicking waiters), out of line for the same reason.
+#[cold]
+#[inline(never)]
+fn unlock_slow<L: RawSpinLock<Native>>(lock: &L, waiters: L::Waiters) {
+    block_on(lock.unlock_slow(&Native::default(), waiters))
 }
 
 /// Fair unlock for the FIFO locks: their unlock already serves the next ticket.

@@ -27,7 +27,7 @@
 //! next tickets an unlock kicks.
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, lock_spinning, take_ticket, try_take_ticket, unlock_and_kick,
+    check_and_clear_slowpath, head_reaches, kick_needed, kick_next, lock_spinning, served_at_once, try_take_ticket,
     SPIN_THRESHOLD, TICKET_LOCK_INC, TICKET_SLOWPATH_FLAG,
 };
 use crate::ticket::{HEAD, TAIL};
@@ -80,13 +80,18 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
         _ => "longer-spinning",
     };
     const FIFO: bool = true;
+    type Contended = u64;
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         OpportunisticTicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock(&self, p: &P) {
-        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
+    }
+
+    async fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         let threshold = Self::threshold(distance(HEAD.get(old), want));
         loop {
@@ -98,8 +103,12 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
         }
     }
 
-    async fn unlock(&self, p: &P) {
-        unlock_and_kick(p, &self.head_tail, WAKE).await;
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
+    }
+
+    async fn unlock_slow(&self, p: &P, head: u64) {
+        kick_next(p, &self.head_tail, head, WAKE).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -198,15 +198,49 @@ pub trait Platform {
 }
 
 /// A spinlock algorithm. `lock`/`unlock` take the calling CPU's platform value.
+///
+/// Each operation is written in two parts, as the kernel splits `queued_spin_lock` from
+/// `queued_spin_lock_slowpath`: a fast path, the few atomics an uncontended call makes, and a
+/// slow path that goes on from where the fast path stopped (waiting, queueing, halting,
+/// kicking). [`RawSpinLock::lock`] and [`RawSpinLock::unlock`] run one after the other, so the
+/// simulator sees the same operations in the same order as from one function; the split lets the
+/// native adapters (`mutex`) inline the fast path and keep the slow path's larger future out of
+/// line, so that it costs the uncontended path nothing.
 pub trait RawSpinLock<P: Platform>: Sized {
     /// Name used in scenarios and reports.
     const NAME: &'static str;
     /// Whether waiters acquire in arrival order when no waiter times out (checked by the simulator).
     const FIFO: bool;
+    /// What [`RawSpinLock::lock_fast`] leaves to [`RawSpinLock::lock_slow`] (the word it saw).
+    type Contended;
+    /// What [`RawSpinLock::unlock_fast`] leaves to [`RawSpinLock::unlock_slow`] (`Infallible`
+    /// for a lock whose unlock never wakes anyone).
+    type Waiters;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self;
-    async fn lock(&self, p: &P);
-    async fn unlock(&self, p: &P);
+
+    /// The uncontended attempt of `lock`: `Ok` if it took the lock, else what the slow path needs.
+    async fn lock_fast(&self, p: &P) -> Result<(), Self::Contended>;
+    /// The rest of `lock` after a failed fast path: returns holding the lock.
+    async fn lock_slow(&self, p: &P, contended: Self::Contended);
+    /// Release the lock: `Ok` if no waiter needs waking, else what the slow path needs.
+    async fn unlock_fast(&self, p: &P) -> Result<(), Self::Waiters>;
+    /// The rest of `unlock` when the fast path saw waiters to wake.
+    async fn unlock_slow(&self, p: &P, waiters: Self::Waiters);
+
+    /// Acquire: the fast path, then the slow path if it failed. Not meant to be overridden.
+    async fn lock(&self, p: &P) {
+        if let Err(contended) = self.lock_fast(p).await {
+            self.lock_slow(p, contended).await;
+        }
+    }
+
+    /// Release: the fast path, then the slow path if it saw waiters. Not meant to be overridden.
+    async fn unlock(&self, p: &P) {
+        if let Err(waiters) = self.unlock_fast(p).await {
+            self.unlock_slow(p, waiters).await;
+        }
+    }
 
     /// Take the lock if that needs no waiting (`arch_spin_trylock`): true if taken. Provided
     /// so that a lock without a trylock protocol still builds; such a lock never succeeds. Every

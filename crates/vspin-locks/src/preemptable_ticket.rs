@@ -9,7 +9,7 @@
 //! may overtake a preempted one, and mutual exclusion among them is kept by `locked`.
 //!
 //! ```text
-//!   word = [ slowpath:1 | locked:1 | tail:B | head:B ]    (B = ticket bits, 16 or 8)
+//!   word = [ tail:B | 0 | slowpath:1 | locked:1 | 0:B | head:B ]    (B = ticket bits, 16 or 8)
 //!
 //!   lock:   t = xadd(tail, 1).tail;  N = t − head
 //!           while N > 0 (mod 2^B, "ahead of me"):
@@ -29,7 +29,11 @@
 //! - The competition is test-and-test-and-set on `locked`, which shares the cache line with the
 //!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
 //!   coherence traffic, not who may acquire.
+//! - `tail` is the top B bits of the 64-bit word rather than right above `head`: as in the
+//!   [`ticket`](crate::ticket) lock, the `xadd` on it is then one `fetch_add` on real threads
+//!   instead of a compare-exchange loop. The algorithm only reads and adds to the fields.
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -41,7 +45,7 @@ pub(crate) struct Layout<const BITS: u32>;
 
 impl<const BITS: u32> Layout<BITS> {
     pub(crate) const HEAD: Field = Field::new(0, BITS);
-    pub(crate) const TAIL: Field = Field::new(BITS, BITS);
+    pub(crate) const TAIL: Field = Field::new(64 - BITS, BITS);
     /// Set while the lock is held.
     pub(crate) const LOCKED: u64 = 1 << (2 * BITS);
     /// Set when a paravirtual waiter may be halted.
@@ -53,17 +57,30 @@ impl<const BITS: u32> Layout<BITS> {
         (distance < 1 << (BITS - 1)).then_some(distance)
     }
 
-    /// Take a ticket and wait for a turn or a timeout (the queueing phase shared by both variants).
-    pub(crate) async fn queue<P: Platform>(p: &P, word: &P::Word, timeout_unit: u64) {
-        let old = p.fetch_add_field(word, Self::TAIL, 1).await;
+    /// Whether a ticket drawn from the word `old` has waiters ahead of it. If not, each variant's
+    /// `lock_fast` competes for `locked` at once. That fast path is written out in both rather
+    /// than shared as an `async fn` here, whose future the compiler polled out of line (see
+    /// "No executor on the fast path" in [`native`](crate::native)).
+    pub(crate) fn must_wait(old: u64) -> bool {
+        matches!(Self::ahead(Self::TAIL.get(old), Self::HEAD.get(old)), Some(1..))
+    }
+
+    /// The start of both slow paths: if the ticket drawn from `old` had waiters ahead, wait for
+    /// its turn or a timeout (the queueing phase), then compete once for `locked`: true if that
+    /// won. If it had none, the fast path (`lock_fast`) has competed already and lost: false.
+    pub(crate) async fn wait_turn_and_take<P: Platform>(p: &P, word: &P::Word, old: u64, timeout_unit: u64) -> bool {
+        if !Self::must_wait(old) {
+            return false;
+        }
         let ticket = Self::TAIL.get(old);
         let mut head = Self::HEAD.get(old);
         while let Some(ahead @ 1..) = Self::ahead(ticket, head) {
             match p.spin_until(word, Until::field_eq(Self::HEAD, head).not(), ahead * timeout_unit).await {
                 SpinOutcome::Satisfied(v) => head = Self::HEAD.get(v),
-                SpinOutcome::Exhausted(_) => return,
+                SpinOutcome::Exhausted(_) => break,
             }
         }
+        Self::try_take(p, word).await
     }
 
     /// Take the lock if nobody holds or waits for it: from `head == tail` with `locked` clear,
@@ -98,21 +115,42 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     const NAME: &'static str = "preemptable-ticket";
     /// FIFO only while no waiter times out; the simulator counts overtakes instead of failing.
     const FIFO: bool = false;
+    type Contended = u64;
+    type Waiters = Infallible;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
-    async fn lock(&self, p: &P) {
-        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
-        while !Layout::<BITS>::try_take(p, &self.word).await {
-            p.spin_until(&self.word, Until::masked_eq(Layout::<BITS>::LOCKED, 0), u64::MAX).await;
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::TAIL, 1).await;
+        if !Layout::<BITS>::must_wait(old) && Layout::<BITS>::try_take(p, &self.word).await {
+            Ok(())
+        } else {
+            Err(old)
         }
     }
 
-    async fn unlock(&self, p: &P) {
+    async fn lock_slow(&self, p: &P, old: u64) {
+        if Layout::<BITS>::wait_turn_and_take(p, &self.word, old, self.timeout_unit).await {
+            return;
+        }
+        loop {
+            p.spin_until(&self.word, Until::masked_eq(Layout::<BITS>::LOCKED, 0), u64::MAX).await;
+            if Layout::<BITS>::try_take(p, &self.word).await {
+                return;
+            }
+        }
+    }
+
+    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.fetch_add_field(&self.word, Layout::<BITS>::HEAD, 1).await;
         p.fetch_and(&self.word, !Layout::<BITS>::LOCKED).await;
+        Ok(())
+    }
+
+    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+        match waiters {}
     }
 
     async fn try_lock(&self, p: &P) -> bool {

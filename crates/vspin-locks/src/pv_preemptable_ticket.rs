@@ -70,30 +70,49 @@ impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
 impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P, BITS> {
     const NAME: &'static str = "pv-preemptable-ticket";
     const FIFO: bool = false;
+    type Contended = u64;
+    type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
-    async fn lock(&self, p: &P) {
-        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::TAIL, 1).await;
+        if !Layout::<BITS>::must_wait(old) && Layout::<BITS>::try_take(p, &self.word).await {
+            Ok(())
+        } else {
+            Err(old)
+        }
+    }
+
+    async fn lock_slow(&self, p: &P, old: u64) {
+        if Layout::<BITS>::wait_turn_and_take(p, &self.word, old, self.timeout_unit).await {
+            return;
+        }
         loop {
-            if Layout::<BITS>::try_take(p, &self.word).await {
-                return;
-            }
             let free = Until::masked_eq(Layout::<BITS>::LOCKED, 0);
             if let SpinOutcome::Exhausted(_) = p.spin_until(&self.word, free, SPIN_THRESHOLD).await {
                 self.wait(p).await;
             }
+            if Layout::<BITS>::try_take(p, &self.word).await {
+                return;
+            }
         }
     }
 
-    async fn unlock(&self, p: &P) {
+    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
         p.fetch_add_field(&self.word, Layout::<BITS>::HEAD, 1).await;
         let old = p.fetch_and(&self.word, !(Layout::<BITS>::LOCKED | Layout::<BITS>::SLOWPATH)).await;
-        if old & Layout::<BITS>::SLOWPATH != 0 {
-            self.kick_waiters(p).await;
+        if old & Layout::<BITS>::SLOWPATH == 0 {
+            Ok(())
+        } else {
+            Err(())
         }
+    }
+
+    async fn unlock_slow(&self, p: &P, (): ()) {
+        self.kick_waiters(p).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -298,16 +298,23 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
     const NAME: &'static str = "pv-qspinlock";
     /// Stealing lets late arrivals overtake, and queued waiters are FIFO only among themselves.
     const FIFO: bool = false;
+    type Contended = ();
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvQueuedSpinLock { val: mem.word(0) }
     }
 
-    /// `queued_spin_lock`, then `__pv_queued_spin_lock_slowpath` (`qspinlock.c` from `pv_queue:`).
-    async fn lock(&self, p: &P) {
-        if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
-            return;
+    /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`.
+    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+        match p.compare_exchange(&self.val, 0, LOCKED_VAL).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(()),
         }
+    }
+
+    /// `__pv_queued_spin_lock_slowpath` (`qspinlock.c` from `pv_queue:`).
+    async fn lock_slow(&self, p: &P, (): ()) {
         if !has_node(p) {
             // `while (!queued_spin_trylock(lock)) cpu_relax();`, where the PV slow path's
             // `queued_spin_trylock` is the hybrid unfair trylock; it can only succeed once
@@ -340,9 +347,15 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
         }
     }
 
-    /// `__pv_queued_spin_unlock`, and its slow path when a halted queue head is hashed.
-    async fn unlock(&self, p: &P) {
-        let Err(seen) = cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await else { return };
+    /// `__pv_queued_spin_unlock`: `cmpxchg(locked, 1 → 0)`; the word seen if `locked` was
+    /// `_Q_SLOW_VAL`.
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await.map(drop)
+    }
+
+    /// `__pv_queued_spin_unlock_slowpath`: a halted queue head is hashed; unhash it, release
+    /// the lock and kick it.
+    async fn unlock_slow(&self, p: &P, seen: u64) {
         // The kernel WARNs about a corrupted lock and returns; here that is a bug to report.
         assert_eq!(LOCKED.get(seen), SLOW_VAL, "pvqspinlock: lock has corrupted value {seen:#x}");
         let cpu = LockHash::of(p, GOLDEN_RATIO_64).unhash(p, p.addr(&self.val)).await;

@@ -158,17 +158,24 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
     /// CPU between its failed fast-path `cmpxchg` and its `xchg_tail` can be overtaken by a
     /// later arrival that finds the lock free, as in the native [`qspinlock`](crate::qspinlock).
     const FIFO: bool = false;
+    type Contended = ();
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvQueuedSpinLockV42 { val: mem.word(0) }
     }
 
-    /// `queued_spin_lock`, then `__pv_queued_spin_lock_slowpath` (`qspinlock.c`: `pv_enabled()`
-    /// jumps straight to `queue:`).
-    async fn lock(&self, p: &P) {
-        if p.compare_exchange(&self.val, 0, LOCKED_VAL).await.is_ok() {
-            return;
+    /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`.
+    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+        match p.compare_exchange(&self.val, 0, LOCKED_VAL).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(()),
         }
+    }
+
+    /// `__pv_queued_spin_lock_slowpath` (`qspinlock.c`: `pv_enabled()` jumps straight to
+    /// `queue:`).
+    async fn lock_slow(&self, p: &P, (): ()) {
         if !has_node(p) {
             return spin_on_trylock(p, &self.val).await;
         }
@@ -198,10 +205,15 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
         }
     }
 
-    /// `__pv_queued_spin_unlock`: `cmpxchg(locked, 1 → 0)`; if `locked` was `_Q_SLOW_VAL`, look
-    /// up and remove the hashed head, release the lock, and kick the head if it is halted.
-    async fn unlock(&self, p: &P) {
-        let Err(seen) = cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await else { return };
+    /// `__pv_queued_spin_unlock`: `cmpxchg(locked, 1 → 0)`; the word seen if `locked` was
+    /// `_Q_SLOW_VAL`.
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await.map(drop)
+    }
+
+    /// `locked` was `_Q_SLOW_VAL`: look up and remove the hashed head, release the lock, and
+    /// kick the head if it is halted.
+    async fn unlock_slow(&self, p: &P, seen: u64) {
         // The kernel WARNs about a corrupted lock and returns; here that is a bug to report.
         assert_eq!(LOCKED.get(seen), SLOW_VAL, "pvqspinlock: lock has corrupted value {seen:#x}");
         let cpu = LockHash::of(p, GOLDEN_RATIO_PRIME_64).unhash(p, p.addr(&self.val)).await;

@@ -95,22 +95,36 @@ pub(crate) async fn unlock_kick<P: Platform>(p: &P, word: &P::Word, ticket: u64)
     }
 }
 
-/// Draw a ticket (`xadd` on `tail`); `None` if the lock was free (uncontended fast path), else
-/// the old lock word, whose `tail` is our ticket.
-pub(crate) async fn take_ticket<P: Platform>(p: &P, word: &P::Word) -> Option<u64> {
-    let old = p.fetch_add_field(word, TAIL, TICKET_LOCK_INC).await;
-    (HEAD.get(old) != TAIL.get(old)).then_some(old)
+/// The fast path of `arch_spin_lock` is one `xadd` of [`TICKET_LOCK_INC`] to `tail`; this is its
+/// verdict on the old word: `Ok` if the lock was free, else the old word, whose `tail` is our
+/// ticket. Each lock's `lock_fast` writes the `xadd` out: shared as an `async fn`, it was polled
+/// out of line (see "No executor on the fast path" in [`native`](crate::native)).
+pub(crate) fn served_at_once(old: u64) -> Result<(), u64> {
+    if HEAD.get(old) == TAIL.get(old) {
+        Ok(())
+    } else {
+        Err(old)
+    }
 }
 
-/// `arch_spin_unlock` with the PV key on: advance `head`; if a waiter may be halted (slow-path
-/// flag), kick the CPUs waiting for the next `wake` tickets (1 in Linux, 4 in OTICKET).
-pub(crate) async fn unlock_and_kick<P: Platform>(p: &P, word: &P::Word, wake: u64) {
-    let old_head = HEAD.get(p.fetch_add_field(word, HEAD, TICKET_LOCK_INC).await);
-    if old_head & TICKET_SLOWPATH_FLAG != 0 {
-        let head = old_head & !TICKET_SLOWPATH_FLAG;
-        for k in 1..=wake {
-            unlock_kick(p, word, head.wrapping_add(k * TICKET_LOCK_INC) & HEAD.mask()).await;
-        }
+/// `arch_spin_unlock` with the PV key on adds [`TICKET_LOCK_INC`] to `head` (written out in each
+/// lock's `unlock_fast`, as the `xadd` of [`served_at_once`]); this is its verdict on the old
+/// word: `Ok` unless a waiter may be halted (the slow-path flag was set), else the old `head`,
+/// flag cleared, for [`kick_next`].
+pub(crate) fn kick_needed(old: u64) -> Result<(), u64> {
+    let old_head = HEAD.get(old);
+    if old_head & TICKET_SLOWPATH_FLAG == 0 {
+        Ok(())
+    } else {
+        Err(old_head & !TICKET_SLOWPATH_FLAG)
+    }
+}
+
+/// The slow path of a flagged unlock from `head`: kick the CPUs waiting for the next `wake`
+/// tickets (1 in Linux, 4 in OTICKET).
+pub(crate) async fn kick_next<P: Platform>(p: &P, word: &P::Word, head: u64, wake: u64) {
+    for k in 1..=wake {
+        unlock_kick(p, word, head.wrapping_add(k * TICKET_LOCK_INC) & HEAD.mask()).await;
     }
 }
 
@@ -137,13 +151,18 @@ pub struct PvTicketLock<P: Platform> {
 impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     const NAME: &'static str = "pv-ticket";
     const FIFO: bool = true;
+    type Contended = u64;
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvTicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock(&self, p: &P) {
-        let Some(old) = take_ticket(p, &self.head_tail).await else { return };
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
+    }
+
+    async fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         loop {
             let seen = p.spin_until(&self.head_tail, head_reaches(want), SPIN_THRESHOLD).await;
@@ -155,8 +174,12 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
         }
     }
 
-    async fn unlock(&self, p: &P) {
-        unlock_and_kick(p, &self.head_tail, 1).await;
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
+    }
+
+    async fn unlock_slow(&self, p: &P, head: u64) {
+        kick_next(p, &self.head_tail, head, 1).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -53,6 +53,7 @@
 //! kernel also has a generic (`_Q_PENDING_BITS != 8`) version made of word atomics, that version
 //! is used and cited.
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -249,22 +250,33 @@ impl<P: Platform> QueuedSpinLock<P> {
 impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     const NAME: &'static str = "qspinlock";
     const FIFO: bool = false;
+    type Contended = u64;
+    type Waiters = Infallible;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         QueuedSpinLock { val: mem.word(0) }
     }
 
-    /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`, else the slow path.
-    async fn lock(&self, p: &P) {
-        let Err(val) = p.compare_exchange(&self.val, 0, LOCKED_VAL).await else { return };
+    /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`; the word it saw if that failed.
+    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+        p.compare_exchange(&self.val, 0, LOCKED_VAL).await.map(drop)
+    }
+
+    /// `queued_spin_lock_slowpath(lock, val)`.
+    async fn lock_slow(&self, p: &P, val: u64) {
         if !self.pending(p, val).await {
             self.queue(p).await;
         }
     }
 
     /// `queued_spin_unlock`: `smp_store_release(&lock->locked, 0)`, a byte store of zero.
-    async fn unlock(&self, p: &P) {
+    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.fetch_and(&self.val, !LOCKED.mask()).await;
+        Ok(())
+    }
+
+    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+        match waiters {}
     }
 
     /// `queued_spin_trylock`.

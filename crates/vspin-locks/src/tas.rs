@@ -24,6 +24,7 @@
 //! | unlock | `store(word, 0)` | release store |
 //! | trylock | `cmpxchg(word, 0, 1)` | step 1 alone |
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -34,15 +35,21 @@ pub struct TasLock<P: Platform> {
 impl<P: Platform> RawSpinLock<P> for TasLock<P> {
     const NAME: &'static str = "tas";
     const FIFO: bool = false;
+    type Contended = ();
+    type Waiters = Infallible;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         TasLock { word: mem.word(0) }
     }
 
-    async fn lock(&self, p: &P) {
-        if p.compare_exchange(&self.word, 0, 1).await.is_ok() {
-            return;
+    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+        match p.compare_exchange(&self.word, 0, 1).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(()),
         }
+    }
+
+    async fn lock_slow(&self, p: &P, (): ()) {
         loop {
             let seen = p.spin_until(&self.word, Until::eq(0), u64::MAX).await;
             debug_assert!(matches!(seen, SpinOutcome::Satisfied(_)));
@@ -52,8 +59,13 @@ impl<P: Platform> RawSpinLock<P> for TasLock<P> {
         }
     }
 
-    async fn unlock(&self, p: &P) {
+    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.store(&self.word, 0).await;
+        Ok(())
+    }
+
+    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+        match waiters {}
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -314,10 +314,11 @@ fn assert_queue_order(o: &Outcome) {
     assert_eq!(o.queued_acquisitions, o.queue_order, "queued CPUs acquired out of queue order");
 }
 
-/// Near the wrap point of 16-bit tickets: head = tail = 0xfff0 (also even, as PV tickets need).
-const WRAP16: u64 = 0xfff0_fff0;
+/// Near the wrap point of 16-bit tickets: head = tail = 0xfff0 (also even, as PV tickets need);
+/// `head` is the lowest field and `tail` the highest of the word.
+const WRAP16: u64 = 0xfff0 << 48 | 0xfff0;
 /// Near the wrap point of 8-bit tickets.
-const WRAP8: u64 = 0xf0f0;
+const WRAP8: u64 = 0xf0 << 56 | 0xf0;
 
 #[test]
 fn tas_keeps_mutual_exclusion() {
