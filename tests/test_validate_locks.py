@@ -11,7 +11,7 @@ import pytest
 
 from vspin import validate
 from vspin.cli import main
-from vspin.validate_locks import ValidationError, criteria, host_config, host_scenario
+from vspin.validate_locks import ValidationError, criteria, host_config, host_scenario, kernel_scheduler
 
 
 def costs(deep_idle_after_ns=200_000.0):
@@ -34,12 +34,12 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     assert c["wakeup_ns"] == 6000.0 - 1600.0, "the switch-in adds the context switch"
     assert host["idle_states"] == [{"exit_ns": 14000.0, "residency_ns": 200_000.0}]
     assert host_config(costs(deep_idle_after_ns=None), hz=250)["idle_states"] == []
-    scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200)
+    scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, scheduler="eevdf")
     validate(scenario)
     vm = scenario["vm"][0]
     assert vm["pin"] == [0, 1, 0, 1, 0] and vm["vcpus"] == 5 and scenario["duration_ms"] == 500.0
     assert vm["workload"]["durations"] == "fixed" and vm["workload"]["locks"] == 1
-    assert scenario["hypervisor"] == {"ple": {"policy": "off"}, "directed_yield": "off"}
+    assert scenario["hypervisor"] == {"scheduler": "eevdf", "ple": {"policy": "off"}, "directed_yield": "off"}
 
 
 def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
@@ -55,6 +55,13 @@ def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
     bad["wake_to_run_ns"] = []
     with pytest.raises(ValidationError, match="wake_to_run_ns"):
         host_config(bad, hz=250)
+
+
+def test_host_mode_schedules_with_eevdf_from_linux_6_6():
+    assert [kernel_scheduler(r) for r in ("3.19.0", "6.5.13-generic", "6.6.0", "6.18.2-arch1")] == [
+        "cfs", "cfs", "eevdf", "eevdf"]
+    with pytest.raises(ValidationError, match="--host-scheduler"):
+        kernel_scheduler("weird")
 
 
 def test_criteria_count_swapped_and_tied_pairs_and_judge_them_against_the_noise():
@@ -92,6 +99,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
+    assert report["config"]["host_scheduler"] == kernel_scheduler()
     assert report["host_costs"]["cpus"] == report["machine"]["cores"]
     criteria = report["criteria"]
     assert [o["threads"] for o in criteria["ordering"]] == [1, 2, 4]
@@ -116,6 +124,9 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--cs-ns" in capsys.readouterr().err
     assert main(["validate-locks", "--host-hz", "5", "--json", out]) == 2
     assert "--host-hz" in capsys.readouterr().err
+    assert main(["validate-locks", "--host-scheduler", "bfs", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--host-scheduler" in err and "cfs, eevdf" in err
     assert main(["validate-locks", "--warmup", "-1", "--json", out]) == 2
     assert "--warmup" in capsys.readouterr().err
     assert main(["validate-locks", "--costs", str(tmp_path / "missing.json"), "--json", out]) == 2

@@ -118,7 +118,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
             if not isinstance(costs, dict):
                 raise ValidationError(f"--costs: {args.costs} holds no cost table object")
         report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
-                                args.host_hz, costs, args.workers, args.warmup)
+                                args.host_hz, costs, args.workers, args.warmup, args.host_scheduler)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -210,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_positive, default=3,
                    help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
     p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")
+    p.add_argument("--host-scheduler", metavar="NAME",
+                   help="the kernel's scheduler: cfs or eevdf (default: eevdf from Linux 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
                    help="host cost table from an earlier report or the host_costs example (default: measure now)")
     p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")

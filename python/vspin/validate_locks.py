@@ -4,7 +4,8 @@
 preempting lock holders and queued waiters. Host mode describes that same run as a simulator
 scenario, with no hypervisor:
 
-* the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, and a cost table measured here
+* the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, its scheduler (EEVDF from Linux
+  6.6 on, else CFS), and a cost table measured here
   (``vspin_bench::host_costs``): PAUSE, L1 hit, cache-line transfer, context switch, the futex
   wake-up of a halted thread (after a short and after a long idle) and the futex wake call;
 * there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
@@ -67,6 +68,21 @@ def kernel_hz() -> int:
                           "pass the kernel's timer frequency")
 
 
+#: Host schedulers of host mode, the simulator's names.
+HOST_SCHEDULERS = ("cfs", "eevdf")
+
+
+def kernel_scheduler(release: str | None = None) -> str:
+    """The running kernel's fair scheduler: EEVDF replaced CFS in Linux 6.6."""
+    release = release or os.uname().release
+    try:
+        major, minor = (int(part) for part in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        raise ValidationError(f"--host-scheduler: cannot tell the scheduler of kernel {release!r}; "
+                              f"pass one of {', '.join(HOST_SCHEDULERS)}") from None
+    return "eevdf" if (major, minor) >= (6, 6) else "cfs"
+
+
 def host_config(costs: dict, hz: int) -> dict:
     """The scenario's ``[host]`` table from a measured cost table (see ``docs/calibration.md``)."""
     def median(key: str) -> float:
@@ -118,7 +134,7 @@ def host_config(costs: dict, hz: int) -> dict:
 
 
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
-                  seed: int = 1) -> dict:
+                  seed: int = 1, scheduler: str = "cfs") -> dict:
     """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``."""
     cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
     return {
@@ -126,7 +142,7 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
         "seed": seed,
         "duration_ms": seconds * 1000.0,
         "host": host,
-        "hypervisor": {"ple": {"policy": "off"}, "directed_yield": "off"},
+        "hypervisor": {"scheduler": scheduler, "ple": {"policy": "off"}, "directed_yield": "off"},
         "vm": [{
             "name": "bench",
             "vcpus": threads,
@@ -159,7 +175,8 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
 
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
                    locks: list[str] | None = None, repeat: int = 3, host_hz: int | None = None,
-                   costs: dict | None = None, workers: int | None = None, warmup_s: float = 0.2) -> dict:
+                   costs: dict | None = None, workers: int | None = None, warmup_s: float = 0.2,
+                   host_scheduler: str | None = None) -> dict:
     """Run ``vspin bench-locks`` and its host-mode prediction at the same points.
 
     Each point is measured ``repeat`` times and simulated with seeds 1..``repeat``; both report
@@ -168,7 +185,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     its queue, a start that the simulator (CFS, vCPUs starting at random vruntimes) and the
     machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table
     measured earlier (default: measure now); ``host_hz`` the kernel's ``CONFIG_HZ`` (default:
-    read from the kernel's configuration).
+    read from the kernel's configuration); ``host_scheduler`` ``"cfs"`` or ``"eevdf"`` (default:
+    the running kernel's).
     """
     allowed = simulated_locks()
     for lock in locks or []:
@@ -184,6 +202,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
+    if host_scheduler is not None and host_scheduler not in HOST_SCHEDULERS:
+        raise ValidationError(f"--host-scheduler: {host_scheduler!r} is not simulated; allowed: {', '.join(HOST_SCHEDULERS)}")
+    scheduler = host_scheduler or kernel_scheduler()
     hz = host_hz if host_hz is not None else kernel_hz()
     # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
     load_before = os.getloadavg()
@@ -201,7 +222,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
 
     points = list(measured)
-    scenarios = [host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed)
+    scenarios = [host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed, scheduler)
                  for lock, n in points for seed in range(1, repeat + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     rows = []
@@ -214,7 +235,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     report = {
         "machine": runs[0]["machine"],
         "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns,
-                   "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz},
+                   "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz,
+                   "host_scheduler": scheduler},
         "load_average_before": load_before,
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
