@@ -33,6 +33,7 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     assert c["hypercall_ns"] == 2000.0, "a kick costs the kicker its FUTEX_WAKE"
     assert c["wakeup_ns"] == 6000.0 - 1600.0, "the switch-in adds the context switch"
     assert host["idle_states"] == [{"exit_ns": 14000.0, "residency_ns": 200_000.0}]
+    assert host["background"] == {"interval_us": 10_000, "burst_us": 50}, "a host's own threads, as elsewhere"
     assert host_config(costs(deep_idle_after_ns=None), hz=250)["idle_states"] == []
     scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, scheduler="eevdf")
     validate(scenario)
@@ -114,6 +115,12 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     assert main(args[:-1] + [str(again), "--costs", str(out)]) == 0
     assert json.loads(again.read_text())["host_costs"] == report["host_costs"]
 
+    # Its measurements are predicted again, as they were, without running the benchmark.
+    same = tmp_path / "same.json"
+    assert main(["validate-locks", "--measured", str(out), "--workers", "1", "--json", str(same)]) == 0
+    repeated = json.loads(same.read_text())
+    assert repeated["rows"] == report["rows"] and repeated["criteria"] == report["criteria"]
+
 
 def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     out = str(tmp_path / "x.json")
@@ -131,6 +138,13 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--warmup" in capsys.readouterr().err
     assert main(["validate-locks", "--costs", str(tmp_path / "missing.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err
+    assert main(["validate-locks", "--measured", str(tmp_path / "missing.json"), "--json", out]) == 2
+    assert "--measured" in capsys.readouterr().err
+    (tmp_path / "report.json").write_text('{"config": {}}')
+    assert main(["validate-locks", "--measured", str(tmp_path / "report.json"), "--json", out]) == 2
+    assert "not a validate-locks report" in capsys.readouterr().err
+    assert main(["validate-locks", "--measured", str(tmp_path / "report.json"), "--threads", "1,2", "--json", out]) == 2
+    assert "--threads: fixed by the report" in capsys.readouterr().err
     (tmp_path / "list.json").write_text("[1, 2]")
     assert main(["validate-locks", "--costs", str(tmp_path / "list.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err

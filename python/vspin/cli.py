@@ -102,10 +102,24 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
-    from vspin.validate_locks import ValidationError, table, validate_locks
+    from vspin.validate_locks import ValidationError, repredict, table, validate_locks
 
     locks = _lock_names(args.locks)
     try:
+        if args.measured:
+            # The stored report fixes what was measured; options that would change it conflict.
+            given = [f"--{k.replace('_', '-')}" for k, default in _MEASUREMENT_OPTIONS.items() if getattr(args, k) != default]
+            if given:
+                raise ValidationError(f"{given[0]}: fixed by the report given with --measured; drop it")
+            try:
+                with open(args.measured) as f:
+                    measured = json.load(f)
+            except (OSError, json.JSONDecodeError) as e:
+                raise ValidationError(f"--measured: cannot read a report from {args.measured}: {e}") from None
+            if not isinstance(measured, dict):
+                raise ValidationError(f"--measured: {args.measured} holds no report object")
+            report = repredict(measured, args.workers, args.host_scheduler)
+            return _write_validation(report, args.json, table)
         costs = None
         if args.costs:
             try:
@@ -122,9 +136,18 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return _write_validation(report, args.json, table)
+
+
+#: validate-locks options that say what to measure, with their defaults.
+_MEASUREMENT_OPTIONS = {"threads": None, "seconds": 1.0, "warmup": 0.2, "cs_ns": 100, "think_ns": 200,
+                        "locks": None, "repeat": 3, "host_hz": None, "costs": None}
+
+
+def _write_validation(report: dict, path: str, table) -> int:
     print(table(report))
-    _write_json(args.json, report)
-    print(f"report: {args.json}", file=sys.stderr)
+    _write_json(path, report)
+    print(f"report: {path}", file=sys.stderr)
     return 0
 
 
@@ -214,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the kernel's scheduler: cfs or eevdf (default: eevdf from Linux 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
                    help="host cost table from an earlier report or the host_costs example (default: measure now)")
+    p.add_argument("--measured", metavar="FILE",
+                   help="predict again the measurements of an earlier report instead of measuring (after a "
+                        "simulator change); its configuration and cost table are used")
     p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")
     p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
     p.set_defaults(func=_cmd_validate_locks)

@@ -31,6 +31,11 @@ from vspin.reproduce import Runner
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
 
+#: Host background activity of host mode: the estimate `docs/calibration.md` gives for a Linux
+#: host's own threads (kworkers, RCU, softirq, timers; 50 µs every 10 ms per CPU), the one the
+#: preemptable-ticket reproduction uses. Without it nothing ever reorders the threads of a pCPU.
+HOST_BACKGROUND = {"interval_us": 10_000, "burst_us": 50}
+
 #: The guest timer of the simulated VM, Hz. A futex wait is not ended by timer ticks as a halted
 #: vCPU is; the simulator needs a guest tick, and 10 Hz is the slowest it accepts.
 GUEST_HZ = 10
@@ -130,6 +135,7 @@ def host_config(costs: dict, hz: int) -> dict:
             "context_switch_ns": context_switch_ns,
         },
         "idle_states": [] if deep_after is None else [{"exit_ns": max(0.0, long - short), "residency_ns": float(deep_after)}],
+        "background": dict(HOST_BACKGROUND),
     }
 
 
@@ -221,28 +227,52 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         for row in run["results"]:
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
 
-    points = list(measured)
-    scenarios = [host_scenario(host, lock, n, warmup_s + seconds, cs_ns, think_ns, seed, scheduler)
-                 for lock, n in points for seed in range(1, repeat + 1)]
-    simulated = _predict(scenarios, warmup_s * 1000.0, workers)
-    rows = []
-    for k, (lock, n) in enumerate(points):
-        predicted = simulated[k * repeat:(k + 1) * repeat]
-        m, p = statistics.median(measured[(lock, n)]), statistics.median(predicted)
-        rows.append({"lock": lock, "threads": n, "measured_ops_per_sec": m, "measured_runs": measured[(lock, n)],
-                     "predicted_ops_per_sec": p, "predicted_runs": predicted,
-                     "predicted_over_measured": p / m if m > 0 else None})
     report = {
         "machine": runs[0]["machine"],
-        "config": {"threads": sorted({n for _, n in points}), "seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns,
-                   "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz,
+        "config": {"threads": sorted({n for _, n in measured}), "seconds": seconds, "warmup_s": warmup_s,
+                   "cs_ns": cs_ns, "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz,
                    "host_scheduler": scheduler},
         "load_average_before": load_before,
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
         "host": host,
-        "rows": rows,
+        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_} for (lock, n), runs_ in measured.items()],
     }
+    return _with_prediction(report, workers)
+
+
+def repredict(measured: dict, workers: int | None = None, host_scheduler: str | None = None) -> dict:
+    """Predict again the measurements of an earlier report (after a change to the simulator), with
+    its cost table, configuration and measured runs; ``host_scheduler`` overrides its scheduler."""
+    try:
+        config, costs = dict(measured["config"]), measured["host_costs"]
+        rows = [{"lock": r["lock"], "threads": r["threads"], "measured_runs": list(r["measured_runs"])}
+                for r in measured["rows"]]
+        hz = config["host_hz"]
+    except (KeyError, TypeError):
+        raise ValidationError("--measured: not a validate-locks report (config, host_costs and rows with "
+                              "measured_runs are needed)") from None
+    if host_scheduler is not None and host_scheduler not in HOST_SCHEDULERS:
+        raise ValidationError(f"--host-scheduler: {host_scheduler!r} is not simulated; allowed: {', '.join(HOST_SCHEDULERS)}")
+    config["host_scheduler"] = host_scheduler or config.get("host_scheduler", "cfs")
+    report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration") if k in measured},
+              "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
+    return _with_prediction(report, workers)
+
+
+def _with_prediction(report: dict, workers: int | None) -> dict:
+    """Simulate every measured point of ``report`` with seeds 1..repeat and add the comparison."""
+    c, host = report["config"], report["host"]
+    repeat, warmup_s = c["repeat"], c["warmup_s"]
+    scenarios = [host_scenario(host, r["lock"], r["threads"], warmup_s + c["seconds"], c["cs_ns"], c["think_ns"],
+                               seed, c["host_scheduler"])
+                 for r in report["rows"] for seed in range(1, repeat + 1)]
+    simulated = _predict(scenarios, warmup_s * 1000.0, workers)
+    for k, row in enumerate(report["rows"]):
+        predicted = simulated[k * repeat:(k + 1) * repeat]
+        m, p = statistics.median(row["measured_runs"]), statistics.median(predicted)
+        row.update({"measured_ops_per_sec": m, "predicted_ops_per_sec": p, "predicted_runs": predicted,
+                    "predicted_over_measured": p / m if m > 0 else None})
     report["criteria"] = criteria(report)
     return report
 
