@@ -1,6 +1,7 @@
 //! The host scheduler policies time-share a pCPU as their kernels do (`kernel-mechanisms.md`
 //! §7): CFS gives each of two busy threads its slice of the scheduling period, EEVDF a base slice,
-//! and both notice the end of a slice only at a scheduler tick.
+//! and both notice the end of a slice only at a scheduler tick; over a second, busy vCPUs get
+//! equal shares.
 use vspin_sim::Scenario;
 
 /// Two CPU-bound vCPUs sharing one pCPU for one second, host tick 1 ms: host context switches.
@@ -25,4 +26,28 @@ fn eevdf_switches_two_busy_vcpus_at_the_first_tick_past_each_base_slice() {
     // One CPU: base slice 0.75 ms; the deadline has passed at the next 1 ms tick.
     let n = switches("eevdf");
     assert!((970..=1010).contains(&n), "{n} switches; expected about 1000 ms / 1 ms = 1000");
+}
+
+/// CPU time each of `n` CPU-bound vCPUs pinned to one pCPU got in one second, in ms.
+fn shares(scheduler: &str, n: u32) -> Vec<f64> {
+    let pin = vec!["0"; n as usize].join(", ");
+    let text = format!(
+        "duration_ms = 1000\n[host]\ncores_per_socket = 1\nhz = 1000\n[hypervisor]\nscheduler = \"{scheduler}\"\n\
+         [[vm]]\nname = \"hogs\"\nvcpus = {n}\npin = [{pin}]\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
+    );
+    let r = vspin_sim::run(&Scenario::from_toml(&text).unwrap()).unwrap();
+    r.vcpus.iter().map(|v| (v.time.useful_ns + v.time.spin_ns + v.time.exit_ns) as f64 / 1e6).collect()
+}
+
+#[test]
+fn both_schedulers_give_busy_vcpus_equal_shares_of_a_pcpu() {
+    for scheduler in ["cfs", "eevdf"] {
+        for n in [2, 3, 5] {
+            let s = shares(scheduler, n);
+            let fair = 1000.0 / n as f64;
+            // Each vCPU starts at a random vruntime within one CFS period (6 ms on one CPU), and
+            // slices end at 1 ms ticks: within 10 ms of an equal share after one second.
+            assert!(s.iter().all(|&x| (x - fair).abs() < 10.0), "{scheduler}, {n} vCPUs: {s:?} ms, fair {fair:.1}");
+        }
+    }
 }
