@@ -48,25 +48,19 @@ impl Sim {
         }
     }
 
-    fn eligible(&self, p: u32, v: u32) -> bool {
-        let (n, sum) = self.eevdf_load(p);
-        n * self.vcpus[v as usize].se.vruntime as i128 <= sum
-    }
-
     /// `pick_eevdf`: the eligible thread with the earliest deadline (ties to the lower index).
     /// With `parity`, a protected current thread that is still eligible keeps the CPU.
     pub(crate) fn pick_eevdf(&self, p: u32, parity: bool) -> Option<u32> {
-        let curr = self.pcpus[p as usize].curr;
         if self.nr_running(p) == 1 {
             return self.eevdf_threads(p).next();
         }
-        if let Some(c) = curr {
-            if parity && self.vcpus[c as usize].se.protected && self.eligible(p, c) {
+        let (n, sum) = self.eevdf_load(p);
+        let eligible = |v: &u32| n * self.vcpus[*v as usize].se.vruntime as i128 <= sum;
+        if let Some(c) = self.pcpus[p as usize].curr {
+            if parity && self.vcpus[c as usize].se.protected && eligible(&c) {
                 return Some(c);
             }
         }
-        let (n, sum) = self.eevdf_load(p);
-        let eligible = |v: &u32| n * self.vcpus[*v as usize].se.vruntime as i128 <= sum;
         let earliest = self.eevdf_threads(p).filter(eligible).min_by_key(|&v| (self.vcpus[v as usize].se.deadline, v));
         // Some thread is always eligible (the least vruntime is at most the mean).
         earliest.or_else(|| self.eevdf_threads(p).min_by_key(|&v| (self.vcpus[v as usize].se.vruntime, v)))

@@ -288,8 +288,7 @@ impl Sim {
     /// EEVDF wake-up: placed by its lag; it preempts if `pick_eevdf` would now run it (or the
     /// current vCPU's slice just ran out).
     fn enqueue_woken_eevdf(&mut self, v: u32, p: u32) {
-        let from = self.vcpus[v as usize].pcpu;
-        self.clear_buddies(from, v);
+        // No buddy to clear on the old pCPU: EEVDF never sets one here.
         self.vcpus[v as usize].pcpu = p;
         self.place(p, v);
         self.pcpus[p as usize].queued.push(v);
