@@ -108,7 +108,8 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
     try:
         if args.measured:
             # The stored report fixes what was measured; options that would change it conflict.
-            given = [f"--{k.replace('_', '-')}" for k, default in _MEASUREMENT_OPTIONS.items() if getattr(args, k) != default]
+            given = [f"--{k.replace('_', '-')}" for k, default in args.measurement_defaults.items()
+                     if getattr(args, k) != default]
             if given:
                 raise ValidationError(f"{given[0]}: fixed by the report given with --measured; drop it")
             try:
@@ -138,10 +139,6 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
         return 2
     return _write_validation(report, args.json, table)
 
-
-#: validate-locks options that say what to measure, with their defaults.
-_MEASUREMENT_OPTIONS = {"threads": None, "seconds": 1.0, "warmup": 0.2, "cs_ns": 100, "think_ns": 200,
-                        "locks": None, "repeat": 3, "host_hz": None, "costs": None}
 
 
 def _write_validation(report: dict, path: str, table) -> int:
@@ -237,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the kernel's scheduler: cfs or eevdf (default: eevdf from Linux 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
                    help="host cost table from an earlier report or the host_costs example (default: measure now)")
+    # The options that say what to measure, which a report given with --measured fixes.
+    measurement = ("threads", "seconds", "warmup", "cs_ns", "think_ns", "locks", "repeat", "host_hz", "costs")
+    p.set_defaults(measurement_defaults={k: p.get_default(k) for k in measurement})
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "
                         "simulator change); its configuration and cost table are used")

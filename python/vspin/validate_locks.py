@@ -88,6 +88,13 @@ def kernel_scheduler(release: str | None = None) -> str:
     return "eevdf" if (major, minor) >= (6, 6) else "cfs"
 
 
+def _checked_scheduler(name: str | None) -> str | None:
+    """``--host-scheduler`` as given (``None``: not given), if the simulator has it."""
+    if name is not None and name not in HOST_SCHEDULERS:
+        raise ValidationError(f"--host-scheduler: {name!r} is not simulated; allowed: {', '.join(HOST_SCHEDULERS)}")
+    return name
+
+
 def host_config(costs: dict, hz: int) -> dict:
     """The scenario's ``[host]`` table from a measured cost table (see ``docs/calibration.md``)."""
     def median(key: str) -> float:
@@ -208,9 +215,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
-    if host_scheduler is not None and host_scheduler not in HOST_SCHEDULERS:
-        raise ValidationError(f"--host-scheduler: {host_scheduler!r} is not simulated; allowed: {', '.join(HOST_SCHEDULERS)}")
-    scheduler = host_scheduler or kernel_scheduler()
+    scheduler = _checked_scheduler(host_scheduler) or kernel_scheduler()
     hz = host_hz if host_hz is not None else kernel_hz()
     # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
     load_before = os.getloadavg()
@@ -252,9 +257,7 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     except (KeyError, TypeError):
         raise ValidationError("--measured: not a validate-locks report (config, host_costs and rows with "
                               "measured_runs are needed)") from None
-    if host_scheduler is not None and host_scheduler not in HOST_SCHEDULERS:
-        raise ValidationError(f"--host-scheduler: {host_scheduler!r} is not simulated; allowed: {', '.join(HOST_SCHEDULERS)}")
-    config["host_scheduler"] = host_scheduler or config.get("host_scheduler", "cfs")
+    config["host_scheduler"] = _checked_scheduler(host_scheduler) or config.get("host_scheduler", "cfs")
     report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration") if k in measured},
               "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
     return _with_prediction(report, workers)
