@@ -1,7 +1,7 @@
 //! The classic effects of spinlocks under vCPU preemption must emerge from the modelled
 //! mechanisms (foundation issue, "mechanism sanity"). Scales are those of `examples/`: two
-//! 8-vCPU kernbench VMs on 8 pCPUs for 1 s (a ticket-lock convoy, once formed, persists, so
-//! short runs under-sample it). Thresholds assert the direction with margin, not paper values;
+//! 8-vCPU kernbench VMs on 8 pCPUs, here for 1 s where `examples/overcommit-2x.toml` runs 10 s (a
+//! ticket-lock convoy forms at random and, once formed, persists, so short runs under-sample it). Thresholds assert the direction with margin, not paper values;
 //! the measured factors are reported in the issue notes.
 mod common;
 use common::*;
