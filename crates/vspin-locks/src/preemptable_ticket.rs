@@ -17,7 +17,8 @@
 //!                                       │ timed out
 //!                                       ▼
 //!           COMPETE: repeat { spin until locked == 0; set locked (atomic) } until it was 0 ─▶ HELD
-//!   unlock: head += 1; clear locked
+//!   unlock: xadd(word, 1 − locked): head += 1 and locked cleared by one add
+//!           (if head wrapped, its carry went to the spare bits above it: clear them)
 //! ```
 //!
 //! Decisions (see the module constants):
@@ -29,11 +30,20 @@
 //! - The competition is test-and-test-and-set on `locked`, which shares the cache line with the
 //!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
 //!   coherence traffic, not who may acquire.
+//! - The unlock advances `head` and clears `locked` with one `add`, as the authors' v3.0 patch
+//!   does (it keeps `locked` in head's low bit; here the holder knows `locked` is set, so adding
+//!   `1 − locked` to the word does both, without halving the ticket space). The v1.0/v2.0
+//!   patches used two atomics, an `add` to `head` and an `xchg` of `acquired`. When `head` wraps,
+//!   the add carries into the spare bits above it, which no field reads; the unlocker that
+//!   wrapped it clears them in its slow path. The lock keeps the patch's order, `xadd` first,
+//!   then `locked`: three locked instructions per uncontended lock+unlock, one more than a ticket
+//!   lock. A trylock-first fast path (read the word; if idle, take it with one compare-exchange)
+//!   makes it two, but adds a read before every contended `xadd`, which changed the simulated
+//!   lock's behaviour under contention (`docs/real-locks.md`), so it is not used.
 //! - `tail` is the top B bits of the 64-bit word rather than right above `head`: as in the
 //!   [`ticket`](crate::ticket) lock, the `xadd` on it is then one `fetch_add` on real threads
 //!   instead of a compare-exchange loop. The algorithm only reads and adds to the fields.
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
-use std::convert::Infallible;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -50,6 +60,12 @@ impl<const BITS: u32> Layout<BITS> {
     pub(crate) const LOCKED: u64 = 1 << (2 * BITS);
     /// Set when a paravirtual waiter may be halted.
     pub(crate) const SLOWPATH: u64 = 1 << (2 * BITS + 1);
+    /// The spare bits above `head`, where its carry lands when an unlock wraps it.
+    pub(crate) const CARRY: u64 = Self::HEAD.mask() << BITS;
+    /// The whole word, for the unlock's one add.
+    pub(crate) const WORD: Field = Field::new(0, 64);
+    /// Added to the word by an unlock, whose holder has `locked` set: `head + 1`, `locked` clear.
+    pub(crate) const UNLOCK: u64 = 1u64.wrapping_sub(Self::LOCKED);
 
     /// Waiters ahead of `ticket` when the queue head is `head`; `None` once head has passed it.
     pub(crate) fn ahead(ticket: u64, head: u64) -> Option<u64> {
@@ -63,6 +79,12 @@ impl<const BITS: u32> Layout<BITS> {
     /// "No executor on the fast path" in [`native`](crate::native)).
     pub(crate) fn must_wait(old: u64) -> bool {
         matches!(Self::ahead(Self::TAIL.get(old), Self::HEAD.get(old)), Some(1..))
+    }
+
+    /// Whether the unlock that returned the word `old` wrapped `head`, carrying into
+    /// [`CARRY`](Self::CARRY) (a plain function, like `must_wait`, for the same reason).
+    pub(crate) fn wrapped(old: u64) -> bool {
+        Self::HEAD.get(old) == Self::HEAD.mask()
     }
 
     /// The start of both slow paths: if the ticket drawn from `old` had waiters ahead, wait for
@@ -116,7 +138,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     /// FIFO only while no waiter times out; the simulator counts overtakes instead of failing.
     const FIFO: bool = false;
     type Contended = u64;
-    type Waiters = Infallible;
+    /// The unlock wrapped `head`: clear its carry.
+    type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
@@ -143,14 +166,17 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
-        p.fetch_add_field(&self.word, Layout::<BITS>::HEAD, 1).await;
-        p.fetch_and(&self.word, !Layout::<BITS>::LOCKED).await;
-        Ok(())
+    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
+        if Layout::<BITS>::wrapped(old) {
+            Err(())
+        } else {
+            Ok(())
+        }
     }
 
-    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
-        match waiters {}
+    async fn unlock_slow(&self, p: &P, (): ()) {
+        p.fetch_and(&self.word, !Layout::<BITS>::CARRY).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -4,10 +4,13 @@
 //! after timing out; wake all sleeping waiters at unlock". After its turn comes or it times out,
 //! a waiter competes for `locked` for at most `SPIN_THRESHOLD` PAUSEs of spinning; then it
 //! publishes the lock it waits for in its per-CPU slot, joins the machine's waiting mask, sets the
-//! lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock releases `locked`
-//! and clears the slow-path bit in one atomic; if the bit was set it kicks every CPU waiting for
-//! this lock. Woken waiters compete again; none is lost, because a waiter that sets the bit after
-//! the unlock cleared it sees `locked == 0` in its pickup check and does not halt.
+//! lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock advances `head`
+//! and releases `locked` with one add (see the plain lock); if the slow-path bit was set, it
+//! clears the bit, then kicks every CPU waiting for this lock. Woken waiters compete again. None
+//! is lost: a waiter joins the waiting mask before it sets the bit, so one whose bit the unlock
+//! cleared is in the mask when the unlock scans it (at worst woken spuriously, if a new holder
+//! came in between); a waiter that sets the bit after the release either sees `locked == 0` in
+//! its pickup check and does not halt, or sees a new holder, whose unlock will find the bit.
 //!
 //! ```text
 //!   lock:   queue (as preemptable ticket) ─▶ COMPETE ─won─▶ HELD
@@ -15,8 +18,9 @@
 //!                                               ▼
 //!           wait slot = lock; waiting_cpus |= me; word |= SLOWPATH; locked ? HALT : retry
 //!           HALTED ──kick (unlock) or interrupt──▶ COMPETE
-//!   unlock: head += 1; old = fetch_and(word, ¬(LOCKED|SLOWPATH));
-//!           if old & SLOWPATH: kick every CPU whose wait slot is this lock
+//!   unlock: old = xadd(word, 1 − LOCKED)       (head += 1 and LOCKED cleared: released)
+//!           if old & SLOWPATH: clear SLOWPATH; kick every CPU whose wait slot is this lock
+//!           (and if head wrapped, clear its carry, as the preemptable ticket lock does)
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::preemptable_ticket::{Layout, TIMEOUT_UNIT};
@@ -71,7 +75,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
     const NAME: &'static str = "pv-preemptable-ticket";
     const FIFO: bool = false;
     type Contended = u64;
-    type Waiters = ();
+    /// The word before the unlock's add: the slow-path bit was set, or `head` wrapped.
+    type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
@@ -101,18 +106,25 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
-        p.fetch_add_field(&self.word, Layout::<BITS>::HEAD, 1).await;
-        let old = p.fetch_and(&self.word, !(Layout::<BITS>::LOCKED | Layout::<BITS>::SLOWPATH)).await;
-        if old & Layout::<BITS>::SLOWPATH == 0 {
+    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
+        if old & Layout::<BITS>::SLOWPATH == 0 && !Layout::<BITS>::wrapped(old) {
             Ok(())
         } else {
-            Err(())
+            Err(old)
         }
     }
 
-    async fn unlock_slow(&self, p: &P, (): ()) {
-        self.kick_waiters(p).await;
+    async fn unlock_slow(&self, p: &P, old: u64) {
+        // Clear the slow-path bit only if this unlock saw it, and then kick everyone in the mask
+        // (including a waiter whose later setting of the bit this clears). A bit set after the
+        // add and not seen here is the next holder's to act on.
+        let halted = old & Layout::<BITS>::SLOWPATH;
+        let carry = if Layout::<BITS>::wrapped(old) { Layout::<BITS>::CARRY } else { 0 };
+        p.fetch_and(&self.word, !(halted | carry)).await;
+        if halted != 0 {
+            self.kick_waiters(p).await;
+        }
     }
 
     async fn try_lock(&self, p: &P) -> bool {

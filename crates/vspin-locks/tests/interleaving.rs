@@ -213,6 +213,8 @@ struct Outcome {
     /// stealing; in the native qspinlock also a `pending` CPU that got in before the queue).
     steals: u32,
     halts: u32,
+    /// The lock word once every CPU is done.
+    final_word: u64,
 }
 
 /// Run `cpus` CPUs each acquiring the lock `rounds` times. `freeze` enables random long
@@ -295,6 +297,7 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
     }
     let acquisitions = acquisitions.take();
     assert_eq!(acquisitions.len(), (cpus * rounds) as usize);
+    let final_word = m.words.borrow()[m.lock_word.get()];
     Outcome {
         acquisitions,
         ticket_order: m.ticket_order.take(),
@@ -302,11 +305,19 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
         queued_acquisitions: queued_acquisitions.take(),
         steals: steals.get(),
         halts: m.halts.get(),
+        final_word,
     }
 }
 
 fn assert_fifo(o: &Outcome) {
     assert_eq!(o.acquisitions, o.ticket_order, "acquisitions out of ticket order");
+}
+
+/// A preemptable ticket lock at rest: `head == tail`, and no other bit set (not `locked`, not
+/// the slow-path bit, no carry of `head` left in the spare bits above it).
+fn assert_preemptable_at_rest<const BITS: u32>(o: &Outcome) {
+    let (head, tail) = (o.final_word & ((1 << BITS) - 1), o.final_word >> (64 - BITS));
+    assert_eq!((head, o.final_word & !(head | tail << (64 - BITS))), (tail, 0), "word {:#x} not at rest", o.final_word);
 }
 
 fn assert_queue_order(o: &Outcome) {
@@ -348,8 +359,11 @@ fn pv_ticket_is_fifo_across_the_wrap_and_loses_no_wakeup() {
 #[test]
 fn preemptable_ticket_is_fifo_without_preemption() {
     for seed in 1..=8 {
-        assert_fifo(&run::<PreemptableTicketLock<Cpu>>(4, 60, WRAP16, seed, false));
-        assert_fifo(&run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, false));
+        let (wide, narrow) = (run::<PreemptableTicketLock<Cpu>>(4, 60, WRAP16, seed, false), run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, false));
+        assert_fifo(&wide);
+        assert_fifo(&narrow);
+        assert_preemptable_at_rest::<16>(&wide);
+        assert_preemptable_at_rest::<8>(&narrow);
     }
 }
 
@@ -357,10 +371,10 @@ fn preemptable_ticket_is_fifo_without_preemption() {
 fn preemptable_ticket_overtakes_preempted_waiters_safely_across_the_wrap() {
     let mut overtakes = 0;
     for seed in 1..=8 {
-        for o in [
-            run::<PreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true),
-            run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true),
-        ] {
+        let (wide, narrow) = (run::<PreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true), run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true));
+        assert_preemptable_at_rest::<16>(&wide);
+        assert_preemptable_at_rest::<8>(&narrow);
+        for o in [wide, narrow] {
             overtakes += (o.acquisitions != o.ticket_order) as u32;
         }
     }
@@ -371,8 +385,10 @@ fn preemptable_ticket_overtakes_preempted_waiters_safely_across_the_wrap() {
 fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
     let mut halts = 0;
     for seed in 1..=8 {
-        halts += run::<PvPreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true).halts;
-        halts += run::<PvPreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true).halts;
+        let (wide, narrow) = (run::<PvPreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true), run::<PvPreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true));
+        assert_preemptable_at_rest::<16>(&wide);
+        assert_preemptable_at_rest::<8>(&narrow);
+        halts += wide.halts + narrow.halts;
         assert_fifo(&run::<PvPreemptableTicketLock<Cpu, 8>>(3, 100, WRAP8, seed, false));
     }
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
