@@ -67,7 +67,7 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
         loop {
             match p.spin_until(&self.head_tail, head_reaches(want), threshold).await {
                 SpinOutcome::Satisfied(v) => {
-                    check_and_clear_slowpath(p, &self.head_tail, HEAD.get(v)).await;
+                    check_and_clear_slowpath(p, &self.head_tail, v).await;
                     return;
                 }
                 SpinOutcome::Exhausted(v) => threshold = SPIN_THRESHOLD << SHIFT.get(v),

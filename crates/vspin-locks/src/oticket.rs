@@ -96,7 +96,7 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
         let threshold = Self::threshold(distance(HEAD.get(old), want));
         loop {
             if let SpinOutcome::Satisfied(v) = p.spin_until(&self.head_tail, head_reaches(want), threshold).await {
-                check_and_clear_slowpath(p, &self.head_tail, HEAD.get(v)).await;
+                check_and_clear_slowpath(p, &self.head_tail, v).await;
                 return;
             }
             lock_spinning(p, &self.head_tail, want).await;
