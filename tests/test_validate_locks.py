@@ -18,7 +18,7 @@ def costs(deep_idle_after_ns=200_000.0):
     """A cost table in the shape `vspin_bench::host_costs` reports."""
     m = lambda v: {"median": v, "min": v, "max": v, "repeats": 1}  # noqa: E731
     return {
-        "cpus": 2, "clock_ghz": m(2.5), "l1_hit_ns": m(1.5), "spin_iteration_ns": m(25.5), "transfer_ns": m(40.0),
+        "cpus": 2, "clock_ghz": m(2.5), "l1_hit_ns": m(1.5), "atomic_ns": m(2.25), "spin_iteration_ns": m(25.5), "transfer_ns": m(40.0),
         "context_switch_ns": m(1600.0), "futex_wake_ns": m(2000.0), "deep_idle_after_ns": deep_idle_after_ns,
         "wake_to_run_ns": [{"idle_us": 20, "ns": m(6000.0)}, {"idle_us": 2000, "ns": m(20000.0)}],
     }
@@ -29,6 +29,7 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     c = host["costs"]
     assert c["pause_cycles"] == pytest.approx((25.5 - 1.5) * 2.5)
     assert (c["l1_hit_ns"], c["transfer_same_socket_ns"], c["context_switch_ns"]) == (1.5, 40.0, 1600.0)
+    assert c["atomic_extra_ns"] == 0.75, "a locked instruction less the load it also is"
     assert (c["vm_exit_ns"], c["vm_entry_ns"], c["ipi_send_ns"]) == (0.0, 0.0, 0.0)
     assert c["hypercall_ns"] == 2000.0, "a kick costs the kicker its FUTEX_WAKE"
     assert c["wakeup_ns"] == 6000.0 - 1600.0, "the switch-in adds the context switch"

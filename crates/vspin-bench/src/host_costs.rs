@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `clock_ghz` | TSC ticks per ns over a 100 ms sleep |
 //! | `l1_hit_ns` | one load of a pointer chase through 2 KiB (L1-resident) |
+//! | `atomic_extra_ns` | one `lock xadd` on a line this CPU owns, in a loop of them (each waits for the one before: a locked instruction drains the store buffer), less `l1_hit_ns` |
 //! | `pause_cycles` | one iteration of `Native::spin_until` (load, test, PAUSE) less `l1_hit_ns`, in TSC cycles: the simulator's spin iteration is `pause_cycles / clock_ghz + l1_hit_ns` |
 //! | `transfer_same_socket_ns` | half a round trip of a cache line between two threads on CPUs 0 and 1, each waiting for the other's store |
 //! | `context_switch_ns` | one hand-over between two threads pinned to CPU 0 that pass a turn with `sched_yield` (the syscall, `schedule()` and the switch) |
@@ -52,6 +53,8 @@ pub struct HostCosts {
     pub cpus: usize,
     pub clock_ghz: Measured,
     pub l1_hit_ns: Measured,
+    /// One `lock xadd` on an owned line, ns (`atomic_extra_ns` is this less `l1_hit_ns`).
+    pub atomic_ns: Measured,
     /// One `spin_until` iteration, ns (`pause_cycles` is derived from it).
     pub spin_iteration_ns: Measured,
     pub transfer_ns: Measured,
@@ -89,6 +92,7 @@ pub fn measure() -> Result<HostCosts, String> {
     let series = |f: &dyn Fn() -> f64| Measured::of((0..repeats).map(|_| f()).collect());
     let clock_ghz = series(&tsc_ghz);
     let l1_hit_ns = series(&l1_hit_ns);
+    let atomic_ns = series(&atomic_ns);
     let spin_iteration_ns = series(&spin_iteration_ns);
     let transfer_ns = series(&transfer_ns);
     let context_switch_ns = series(&context_switch_ns);
@@ -108,6 +112,7 @@ pub fn measure() -> Result<HostCosts, String> {
         cpus,
         clock_ghz,
         l1_hit_ns,
+        atomic_ns,
         spin_iteration_ns,
         transfer_ns,
         context_switch_ns,
@@ -182,6 +187,18 @@ fn l1_hit_ns() -> f64 {
         at = next[black_box(at)];
     }
     black_box(at);
+    t.elapsed().as_nanos() as f64 / steps as f64
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn atomic_ns() -> f64 {
+    let word = AtomicU64::new(0);
+    let steps = 20_000_000;
+    let t = Instant::now();
+    for _ in 0..steps {
+        black_box(&word).fetch_add(1, Ordering::SeqCst);
+    }
+    black_box(word.load(Ordering::Relaxed));
     t.elapsed().as_nanos() as f64 / steps as f64
 }
 
@@ -332,7 +349,7 @@ mod tests {
         }
         let c = measure().unwrap();
         let wakes = c.wake_to_run_ns.iter().map(|w| &w.ns);
-        for m in [&c.clock_ghz, &c.l1_hit_ns, &c.spin_iteration_ns, &c.transfer_ns, &c.context_switch_ns].into_iter().chain(wakes) {
+        for m in [&c.clock_ghz, &c.l1_hit_ns, &c.atomic_ns, &c.spin_iteration_ns, &c.transfer_ns, &c.context_switch_ns].into_iter().chain(wakes) {
             assert!(m.min > 0.0 && m.min <= m.median && m.median <= m.max, "{c:?}");
         }
         assert_eq!(c.wake_to_run_ns.len(), IDLE_SCAN_US.len());

@@ -33,6 +33,8 @@ pub(crate) struct Costs {
     pub ipi_send: u64,
     pub wakeup: u64,
     pub context_switch: u64,
+    /// What a locked read-modify-write costs beyond the access itself (`atomic_extra_ns`).
+    pub atomic_extra: u64,
     /// One spin-loop iteration (PAUSE + L1 re-read), in picoseconds.
     pub pause_ps: u64,
     pub clock_ghz: f64,
@@ -156,6 +158,7 @@ impl Sim {
             ipi_send: ns(c.ipi_send_ns),
             wakeup: ns(c.wakeup_ns),
             context_switch: ns(c.context_switch_ns),
+            atomic_extra: ns(c.atomic_extra_ns),
             pause_ps: ((c.pause_cycles / h.clock_ghz + c.l1_hit_ns) * 1000.0).round().max(1.0) as u64,
             clock_ghz: h.clock_ghz,
             ple_gap_ns: stall_exceeding(sc.hypervisor.ple.gap_cycles, h.clock_ghz),
@@ -595,7 +598,8 @@ impl Sim {
                     MemOp::Cas(..) => (Some(old), (old, 0)),
                 };
                 let kind = if new.is_some() { Access::Write } else { Access::Read };
-                let done = self.mem.access(w, self.vcpus[v as usize].pcpu, kind, now);
+                let locked = !matches!(op, MemOp::Load | MemOp::Store(_));
+                let done = self.mem.access(w, self.vcpus[v as usize].pcpu, kind, now) + if locked { self.costs.atomic_extra } else { 0 };
                 if let Some(x) = new {
                     self.mem.set(w, x);
                     self.notify_watchers(w);

@@ -1,5 +1,6 @@
-//! Host hardware effects that the OTICKET reproduction relies on: SMT siblings share a core, and
-//! a pCPU left idle in a deep C-state wakes slowly.
+//! Host hardware effects: SMT siblings share a core, and a pCPU left idle in a deep C-state wakes
+//! slowly (the OTICKET reproduction relies on both); a locked instruction costs what the host's
+//! cost table says (host mode measures it).
 mod common;
 use common::run;
 use vspin_sim::Scenario;
@@ -125,4 +126,32 @@ fn fixed_durations_make_an_uncontended_loop_exactly_periodic() {
     let exponential = run(&scenario("exponential")).totals.acquisitions as f64;
     assert!((exponential / fixed - 1.0).abs() < 0.05, "same means: {exponential} vs {fixed}");
     assert_ne!(exponential, fixed);
+}
+
+#[test]
+fn each_locked_instruction_costs_the_atomic_extra() {
+    // One vCPU alone: an uncontended TAS lock makes one locked instruction per acquisition
+    // (`xchg`; the unlock is a plain store), a ticket lock two (`xadd` tail, `add` head).
+    let ns_per_acquisition = |lock: &str, extra: u32| {
+        let sc = Scenario::from_toml(&format!(
+            r#"
+            duration_ms = 10
+            [host]
+            cores_per_socket = 1
+            costs = {{ atomic_extra_ns = {extra} }}
+            [[vm]]
+            name = "g"
+            vcpus = 1
+            pin = "1:1"
+            lock = "{lock}"
+            workload = {{ preset = "kernbench", durations = "fixed", think_ns = 500, cs_ns = 100, block_probability = 0.0, shootdown_probability = 0.0 }}
+            "#
+        ))
+        .unwrap();
+        1e9 / run(&sc).vms[0].throughput_per_s
+    };
+    for (lock, locked_per_acquisition) in [("tas", 1.0), ("ticket", 2.0)] {
+        let extra = ns_per_acquisition(lock, 20) - ns_per_acquisition(lock, 0);
+        assert!((extra - 20.0 * locked_per_acquisition).abs() < 1.0, "{lock}: {extra:.2} ns more per acquisition");
+    }
 }
