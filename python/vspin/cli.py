@@ -140,7 +140,6 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
     return _write_validation(report, args.json, table)
 
 
-
 def _write_validation(report: dict, path: str, table) -> int:
     print(table(report))
     _write_json(path, report)

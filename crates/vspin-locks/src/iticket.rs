@@ -21,10 +21,10 @@
 use crate::oticket::SPIN_MAX_THRESHOLD;
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, WordAlloc};
 use crate::pv_ticket::{
-    check_and_clear_slowpath, head_reaches, kick_needed, kick_next, lock_spinning, served_at_once, try_take_ticket,
+    check_and_clear_slowpath, head_reaches, kick_needed, kick_next, lock_spinning, try_take_ticket,
     SPIN_THRESHOLD, TICKET_LOCK_INC,
 };
-use crate::ticket::{HEAD, TAIL};
+use crate::ticket::{served_at_once, HEAD, TAIL};
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 

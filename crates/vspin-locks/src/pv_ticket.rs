@@ -28,7 +28,7 @@
 //!   unlock: old = xadd(head, 2); if old.head & SLOWPATH: kick CPU whose want == old.head+2
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
-use crate::ticket::{HEAD, TAIL};
+use crate::ticket::{served_at_once, HEAD, TAIL};
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
@@ -96,18 +96,6 @@ pub(crate) async fn unlock_kick<P: Platform>(p: &P, word: &P::Word, ticket: u64)
                 return;
             }
         }
-    }
-}
-
-/// The fast path of `arch_spin_lock` is one `xadd` of [`TICKET_LOCK_INC`] to `tail`; this is its
-/// verdict on the old word: `Ok` if the lock was free, else the old word, whose `tail` is our
-/// ticket. Each lock's `lock_fast` writes the `xadd` out: shared as an `async fn`, it was polled
-/// out of line (see "No executor on the fast path" in [`native`](crate::native)).
-pub(crate) fn served_at_once(old: u64) -> Result<(), u64> {
-    if HEAD.get(old) == TAIL.get(old) {
-        Ok(())
-    } else {
-        Err(old)
     }
 }
 

@@ -36,6 +36,19 @@ pub(crate) const HEAD: Field = Field::new(0, 16);
 /// `tail`: the next ticket to hand out (bits 48..64 of `head_tail`, see the module docs).
 pub(crate) const TAIL: Field = Field::new(48, 16);
 
+/// The fast path of `arch_spin_lock` is one `xadd` to `tail` (of 1, or of `TICKET_LOCK_INC` in
+/// the PV family); this is its verdict on the old word: `Ok` if the lock was free, else the old
+/// word, whose `tail` is our ticket. Each lock's `lock_fast` writes the `xadd` out: shared as an
+/// `async fn`, it was polled out of line (see "No executor on the fast path" in
+/// [`native`](crate::native)).
+pub(crate) fn served_at_once(old: u64) -> Result<(), u64> {
+    if HEAD.get(old) == TAIL.get(old) {
+        Ok(())
+    } else {
+        Err(old)
+    }
+}
+
 pub struct TicketLock<P: Platform> {
     head_tail: P::Word,
 }
@@ -52,12 +65,7 @@ impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
 
     /// Draw a ticket; the old word if it is not served at once.
     async fn lock_fast(&self, p: &P) -> Result<(), u64> {
-        let old = p.fetch_add_field(&self.head_tail, TAIL, 1).await;
-        if HEAD.get(old) == TAIL.get(old) {
-            Ok(())
-        } else {
-            Err(old)
-        }
+        served_at_once(p.fetch_add_field(&self.head_tail, TAIL, 1).await)
     }
 
     async fn lock_slow(&self, p: &P, old: u64) {

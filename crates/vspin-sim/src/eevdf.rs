@@ -88,9 +88,10 @@ impl Sim {
         self.vcpus[v as usize].se.vlag = lag.clamp(-limit, limit) as i64;
     }
 
-    /// `place_entity` with `PLACE_LAG`: put `v` (not yet queued) back on `p` with the lag it
-    /// left with, scaled for the thread it adds, and a fresh deadline.
+    /// `place_entity` with `PLACE_LAG`: put `v` (not yet queued) on `p` with the lag it left its
+    /// last run queue with, scaled for the thread it adds, and a fresh deadline.
     pub(crate) fn place(&mut self, p: u32, v: u32) {
+        self.vcpus[v as usize].pcpu = p;
         let (n, _) = self.eevdf_load(p);
         let avg = self.avg_vruntime(p);
         let vlag = self.vcpus[v as usize].se.vlag as i128;

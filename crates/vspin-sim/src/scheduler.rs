@@ -289,7 +289,6 @@ impl Sim {
     /// current vCPU's slice just ran out).
     fn enqueue_woken_eevdf(&mut self, v: u32, p: u32) {
         // No buddy to clear on the old pCPU: EEVDF never sets one here.
-        self.vcpus[v as usize].pcpu = p;
         self.place(p, v);
         self.pcpus[p as usize].queued.push(v);
         if self.pcpus[p as usize].curr.is_none() || self.pcpus[p as usize].need_resched || self.pick_eevdf(p, true) == Some(v) {
@@ -349,7 +348,6 @@ impl Sim {
         self.pcpus[src as usize].queued.retain(|&q| q != v);
         self.clear_buddies(src, v);
         if self.scheduler == SchedulerKind::Eevdf {
-            self.vcpus[v as usize].pcpu = p;
             self.place(p, v);
         } else {
             self.migrate(v, p);
