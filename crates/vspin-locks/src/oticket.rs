@@ -63,9 +63,12 @@ fn distance(head: u64, tail: u64) -> u64 {
 }
 
 impl<P: Platform, const SPIN: u8, const WAKE: u64> OpportunisticTicketLock<P, SPIN, WAKE> {
+    /// The paper's `SPIN_MAX_THRESHOLD >> (dist − 1)` for a waiter `dist` tickets behind `head`.
+    /// A waiter whose ticket `head` already names (`dist` 0: it lost the fast path only to a stale
+    /// slow-path flag) gets the next-in-line threshold; the paper's C would shift by −1.
     fn threshold(dist: u64) -> u64 {
         match SPIN {
-            OPPORTUNISTIC_SPIN if dist < TICKET_QUEUE_WAIT => SPIN_MAX_THRESHOLD >> (dist - 1),
+            OPPORTUNISTIC_SPIN if dist < TICKET_QUEUE_WAIT => SPIN_MAX_THRESHOLD >> dist.saturating_sub(1),
             LONGER_SPIN => SPIN_MAX_THRESHOLD,
             _ => SPIN_THRESHOLD,
         }
@@ -124,6 +127,13 @@ impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLock<Nati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_waiter_already_at_the_head_gets_the_next_in_line_threshold() {
+        assert_eq!(OTicketLock::<crate::native::Native>::threshold(0), SPIN_MAX_THRESHOLD);
+        assert_eq!(OTicketLock::<crate::native::Native>::threshold(1), SPIN_MAX_THRESHOLD);
+        assert_eq!(OTicketLock::<crate::native::Native>::threshold(2), SPIN_MAX_THRESHOLD >> 1);
+    }
 
     #[test]
     fn distance_ignores_the_flag_and_wraps() {

@@ -2,8 +2,9 @@
 //!
 //! The [`preemptable_ticket`](crate::preemptable_ticket) lock plus "sleep when waiting too long
 //! after timing out; wake all sleeping waiters at unlock". After its turn comes or it times out,
-//! a waiter competes for `locked` for at most `SPIN_THRESHOLD` PAUSEs of spinning; then it
-//! publishes the lock it waits for in its per-CPU slot, joins the machine's waiting mask, sets the
+//! a waiter competes for `locked`; once it has spun `SPIN_THRESHOLD` PAUSEs on one unbroken
+//! stretch of `locked` held (each time it sees the lock free and loses the race, the count starts
+//! again), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting mask, sets the
 //! lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock advances `head`
 //! and releases `locked` with one add (see the plain lock); if the slow-path bit was set, it
 //! clears the bit, then kicks every CPU waiting for this lock. Woken waiters compete again. None
@@ -14,7 +15,7 @@
 //!
 //! ```text
 //!   lock:   queue (as preemptable ticket) ─▶ COMPETE ─won─▶ HELD
-//!                                               │ 2^15 PAUSEs without winning
+//!                                               │ 2^15 PAUSEs with `locked` held
 //!                                               ▼
 //!           wait slot = lock; waiting_cpus |= me; word |= SLOWPATH; locked ? HALT : retry
 //!           HALTED ──kick (unlock) or interrupt──▶ COMPETE

@@ -1,7 +1,8 @@
 //! Ticket lock: the x86 Linux spinlock of v2.6.25 – v4.1 without paravirtualization.
 //!
 //! A lock word holds two 16-bit counters, `head` (now serving) and `tail` (next ticket), as in
-//! `arch/x86/include/asm/spinlock_types.h` with `CONFIG_NR_CPUS >= 128` (`kernel-mechanisms.md`
+//! `arch/x86/include/asm/spinlock_types.h` when `CONFIG_NR_CPUS >= 256 / __TICKET_LOCK_INC`, i.e.
+//! 256 CPUs for this lock and 128 for the PV one, whose tickets advance by 2 (`kernel-mechanisms.md`
 //! §1.1). A CPU takes a ticket with one `xadd` on `tail` and spins until `head` reaches it; unlock
 //! adds one to `head`. Waiters are served strictly in ticket order, which is fair on bare metal and
 //! a disaster under a hypervisor: if the vCPU holding the *next* ticket is descheduled, every
