@@ -461,10 +461,13 @@ impl Scenario {
             ));
         }
         positive("host.clock_ghz", h.clock_ghz)?;
+        if !(0.1..=100.0).contains(&h.clock_ghz) {
+            return Err(err("host.clock_ghz", format!("{} is out of range; allowed 0.1 ..= 100 (GHz)", h.clock_ghz)));
+        }
         let mut prev_residency = 0.0;
         for (i, s) in h.idle_states.iter().enumerate() {
-            non_negative(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns)?;
-            non_negative(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns)?;
+            time_ns(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns, non_negative)?;
+            time_ns(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns, non_negative)?;
             if s.residency_ns < prev_residency {
                 return Err(err(
                     format!("host.idle_states[{i}].residency_ns"),
@@ -476,13 +479,14 @@ impl Scenario {
         if let Some(b) = &h.background {
             positive("host.background.interval_us", b.interval_us)?;
             positive("host.background.burst_us", b.burst_us)?;
+            time_ns("host.background.interval_us", b.interval_us * 1e3, positive)?;
+            time_ns("host.background.burst_us", b.burst_us * 1e3, positive)?;
         }
         if !(10..=10_000).contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));
         }
         let c = &h.costs;
         for (f, v) in [
-            ("pause_cycles", c.pause_cycles),
             ("l1_hit_ns", c.l1_hit_ns),
             ("atomic_extra_ns", c.atomic_extra_ns),
             ("transfer_same_socket_ns", c.transfer_same_socket_ns),
@@ -494,9 +498,12 @@ impl Scenario {
             ("wakeup_ns", c.wakeup_ns),
             ("context_switch_ns", c.context_switch_ns),
         ] {
-            non_negative(&format!("host.costs.{f}"), v)?;
+            time_ns(&format!("host.costs.{f}"), v, non_negative)?;
         }
         positive("host.costs.pause_cycles", c.pause_cycles)?;
+        if c.pause_cycles > 1e6 {
+            return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", c.pause_cycles)));
+        }
         let ple = &self.hypervisor.ple;
         if ple.policy != PlePolicy::Off {
             if ple.window_cycles == 0 {
@@ -567,7 +574,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     let f = |n: &str| format!("{at}.{n}");
     for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("cs_long_ns", w.cs_long_ns), ("block_ns", w.block_ns)] {
         if let Some(v) = v {
-            positive(&f(n), v)?;
+            time_ns(&f(n), v, positive)?;
         }
     }
     for (n, v) in [
@@ -613,6 +620,21 @@ fn plain_message(raw: &str) -> String {
         return format!("{} ({position})", message.trim());
     }
     raw.split(" at line ").next().unwrap_or(raw).trim().to_string()
+}
+
+/// The longest time any duration or cost may take: the longest run, one simulated hour. A
+/// larger value would overflow the simulator's nanosecond clock or never happen in a run.
+const MAX_TIME_NS: f64 = 3.6e12;
+
+/// A time (given in ns, or converted to ns by the caller: `field` keeps the user's unit) that
+/// passes `sign` and is at most [`MAX_TIME_NS`].
+fn time_ns(field: &str, ns: f64, sign: fn(&str, f64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+    sign(field, ns)?;
+    if ns > MAX_TIME_NS {
+        let unit = if field.ends_with("_us") { 1e3 } else { 1.0 };
+        return Err(err(field, format!("{:e} is out of range; allowed up to {:e} (one simulated hour)", ns / unit, MAX_TIME_NS / unit)));
+    }
+    Ok(())
 }
 
 fn positive(field: &str, v: f64) -> Result<(), ScenarioError> {
