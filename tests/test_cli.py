@@ -44,6 +44,28 @@ def test_bench_reports_rates(tmp_path, small, capsys):
     assert report["events_per_second"] > 0 and report["acquisitions_per_second"] > 0
 
 
+def test_bench_of_a_bad_scenario_exits_2_naming_the_field(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('duration_ms = "x"\n')
+    assert main(["bench", "--scenario", str(bad), "--repeat", "1"]) == 2
+    assert "duration_ms" in capsys.readouterr().err
+
+
+def test_bench_rejects_zero_repeats(capsys):
+    try:
+        main(["bench", "--repeat", "0"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert "--repeat" in capsys.readouterr().err
+
+
+def test_an_output_in_a_missing_directory_is_an_error_naming_it(examples, tmp_path, capsys):
+    out = tmp_path / "missing" / "trace.json"
+    code = main(["run", str(examples / "undercommitted.toml"), "--set", "duration_ms=5", "--timeline", str(out)])
+    assert code == 2
+    assert str(out) in capsys.readouterr().err
+
+
 def test_console_script_is_installed(examples):
     done = subprocess.run(
         [sys.executable, "-m", "vspin.cli", "run", str(examples / "undercommitted.toml"), "--duration-ms", "5"],

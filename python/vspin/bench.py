@@ -12,7 +12,7 @@ import platform
 import statistics
 
 from vspin import _core
-from vspin.scenario import Scenario, load_scenario
+from vspin.scenario import Scenario, ScenarioError, load_scenario
 
 STANDARD = """
 name = "bench-64-on-32"
@@ -40,12 +40,20 @@ workload = { preset = "kernbench" }
 
 
 def bench(scenario: Scenario | None = None, repeat: int = 3) -> dict:
-    """Run the scenario `repeat` times; report the median rates."""
+    """Run the scenario `repeat` times; report the median rates.
+
+    Raises ScenarioError for a scenario the simulator rejects and ValueError for `repeat` < 1.
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat: {repeat} is not allowed; must be at least 1")
     data = load_scenario(scenario if scenario is not None else STANDARD)
     text = json.dumps(data, sort_keys=True)
     runs = []
     for _ in range(repeat):
-        raw, seconds = _core.bench_json(text)
+        try:
+            raw, seconds = _core.bench_json(text)
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
         result = json.loads(raw)
         runs.append((seconds, result))
     seconds = statistics.median(s for s, _ in runs)

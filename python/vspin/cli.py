@@ -66,6 +66,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed; must be at least 1")
+    return value
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -198,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure simulator speed (events and acquisitions per second)")
     p.add_argument("--scenario", help="scenario to time (default: 64 vCPUs on 32 pCPUs, PV ticket)")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=_positive_int, default=3, help="runs to take the median of (default 3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_bench)
 
@@ -267,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # An output path that cannot be written (a missing directory, a file where a directory
+        # should be): name it instead of printing a traceback.
+        print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
