@@ -51,9 +51,10 @@
 //! - loads are `Acquire` (a spinning waiter that sees the lock handed over must see the previous
 //!   holder's writes); on x86 this is the same plain `mov` as `SeqCst`;
 //! - stores are `Release` (a test-and-set unlock publishes the critical section); a `SeqCst`
-//!   store would be an `xchg`, a full barrier, on the uncontended path for no gain: no algorithm
-//!   relies on a store being ordered before a later load of another word except through an RMW
-//!   in between, which orders it.
+//!   store would be an `xchg`, a full barrier, on the uncontended path for no gain. Where an
+//!   algorithm needs a store ordered before a later load of another word (the kernel's
+//!   `smp_store_mb`, as in the pvqspinlocks' "set halted, then re-check `locked`"), it writes
+//!   a `swap`, which is that `xchg`, or has another read-modify-write in between.
 //!
 //! `loom` checks these orderings (see `tests/loom.rs`).
 //!

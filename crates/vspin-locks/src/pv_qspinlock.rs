@@ -214,8 +214,11 @@ impl<P: Platform> PvQueuedSpinLock<P> {
                     return;
                 }
             }
-            // `smp_store_mb(pn->state, vcpu_halted)`, then halt unless head-ship arrived.
-            p.store(state, VCPU_HALTED).await;
+            // `smp_store_mb(pn->state, vcpu_halted)`, an `xchg` on x86, then halt unless head-ship
+            // arrived. A plain store could still sit in the store buffer when `locked` is read:
+            // the owner's `pv_kick_node` would then see `vcpu_running` and not hash us, and we
+            // would halt with nobody to kick us (pairs with its compare-exchange on the state).
+            p.swap(state, VCPU_HALTED).await;
             if p.load(locked).await == 0 {
                 pv_wait(p, state, Until::eq(VCPU_HALTED)).await;
             }

@@ -133,7 +133,12 @@ impl<P: Platform> PvQueuedSpinLockV42<P> {
                 SpinOutcome::Satisfied(_) => return,
                 SpinOutcome::Exhausted(v) => v,
             };
-            p.store(p.per_cpu(me, PerCpuSlot::QState), VCPU_HALTED).await;
+            // 4.2 writes this with `WRITE_ONCE`; from the second round on no atomic follows before
+            // `pv_wait` reads `locked`, so on x86 the unlocker may clear `locked`, read the state
+            // as not yet halted and skip the kick while this head halts on the old `_Q_SLOW_VAL`.
+            // A guest is rescued by its next timer interrupt, a futex wait is not: a swap (a full
+            // barrier) closes the window. The protocol is otherwise unchanged.
+            p.swap(p.per_cpu(me, PerCpuSlot::QState), VCPU_HALTED).await;
             if !hashed {
                 hashed = true;
                 let entry = hash.hash(p, p.addr(&self.val), me).await;
