@@ -4,8 +4,8 @@
 //! after timing out; wake all sleeping waiters at unlock". After its turn comes or it times out,
 //! a waiter competes for `locked`; once it has spun `SPIN_THRESHOLD` PAUSEs on one unbroken
 //! stretch of `locked` held (each time it sees the lock free and loses the race, the count starts
-//! again), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting mask, sets the
-//! lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock advances `head`
+//! again), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting
+//! mask, sets the lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock advances `head`
 //! and releases `locked` with one add (see the plain lock); if the slow-path bit was set, it
 //! clears the bit, then kicks every CPU waiting for this lock. Woken waiters compete again. None
 //! is lost: a waiter joins the waiting mask before it sets the bit, so one whose bit the unlock

@@ -466,8 +466,8 @@ impl Scenario {
         }
         let mut prev_residency = 0.0;
         for (i, s) in h.idle_states.iter().enumerate() {
-            time_ns(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns, non_negative)?;
-            time_ns(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns, non_negative)?;
+            time(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns, 1.0, non_negative)?;
+            time(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns, 1.0, non_negative)?;
             if s.residency_ns < prev_residency {
                 return Err(err(
                     format!("host.idle_states[{i}].residency_ns"),
@@ -477,10 +477,8 @@ impl Scenario {
             prev_residency = s.residency_ns;
         }
         if let Some(b) = &h.background {
-            positive("host.background.interval_us", b.interval_us)?;
-            positive("host.background.burst_us", b.burst_us)?;
-            time_ns("host.background.interval_us", b.interval_us * 1e3, positive)?;
-            time_ns("host.background.burst_us", b.burst_us * 1e3, positive)?;
+            time("host.background.interval_us", b.interval_us, 1e3, positive)?;
+            time("host.background.burst_us", b.burst_us, 1e3, positive)?;
         }
         if !(10..=10_000).contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));
@@ -498,7 +496,7 @@ impl Scenario {
             ("wakeup_ns", c.wakeup_ns),
             ("context_switch_ns", c.context_switch_ns),
         ] {
-            time_ns(&format!("host.costs.{f}"), v, non_negative)?;
+            time(&format!("host.costs.{f}"), v, 1.0, non_negative)?;
         }
         positive("host.costs.pause_cycles", c.pause_cycles)?;
         if c.pause_cycles > 1e6 {
@@ -574,7 +572,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     let f = |n: &str| format!("{at}.{n}");
     for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("cs_long_ns", w.cs_long_ns), ("block_ns", w.block_ns)] {
         if let Some(v) = v {
-            time_ns(&f(n), v, positive)?;
+            time(&f(n), v, 1.0, positive)?;
         }
     }
     for (n, v) in [
@@ -626,13 +624,12 @@ fn plain_message(raw: &str) -> String {
 /// larger value would overflow the simulator's nanosecond clock or never happen in a run.
 const MAX_TIME_NS: f64 = 3.6e12;
 
-/// A time (given in ns, or converted to ns by the caller: `field` keeps the user's unit) that
-/// passes `sign` and is at most [`MAX_TIME_NS`].
-fn time_ns(field: &str, ns: f64, sign: fn(&str, f64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
-    sign(field, ns)?;
-    if ns > MAX_TIME_NS {
-        let unit = if field.ends_with("_us") { 1e3 } else { 1.0 };
-        return Err(err(field, format!("{:e} is out of range; allowed up to {:e} (one simulated hour)", ns / unit, MAX_TIME_NS / unit)));
+/// A time `v` in the field's own unit (`unit_ns` ns each) that passes `sign` and is at most
+/// [`MAX_TIME_NS`].
+fn time(field: &str, v: f64, unit_ns: f64, sign: fn(&str, f64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+    sign(field, v)?;
+    if v * unit_ns > MAX_TIME_NS {
+        return Err(err(field, format!("{v:e} is out of range; allowed up to {:e} (one simulated hour)", MAX_TIME_NS / unit_ns)));
     }
     Ok(())
 }
