@@ -26,7 +26,9 @@
 //! [`OVERFLOW_CPU`] instead of panicking. Its per-CPU slots and mask bit live in an overflow row
 //! that no unlock ever scans, and its `halt` is a `sched_yield` (a spurious return, which the
 //! trait allows): it polls instead of sleeping, so it is never left waiting for a kick nobody
-//! sends. It tries for a real id again the next time it asks.
+//! sends. It keeps that id until it exits: a slow path asks for its CPU more than once (to
+//! publish where it waits, then to halt), and an id that changed in between would halt on a wake
+//! word that nobody kicks.
 //!
 //! ## Halt and kick
 //!
@@ -278,13 +280,9 @@ impl Machine {
                 if let Some(&(_, cpu)) = held.iter().find(|(m, _)| std::ptr::eq(*m, self)) {
                     return cpu;
                 }
-                match self.claim() {
-                    Some(cpu) => {
-                        held.push((self, cpu));
-                        cpu
-                    }
-                    None => OVERFLOW_CPU,
-                }
+                let cpu = self.claim().unwrap_or(OVERFLOW_CPU);
+                held.push((self, cpu));
+                cpu
             })
             // The thread is exiting and its registrations are gone.
             .unwrap_or(OVERFLOW_CPU)
@@ -303,7 +301,7 @@ struct Registrations(RefCell<Vec<(&'static Machine, CpuId)>>);
 
 impl Drop for Registrations {
     fn drop(&mut self) {
-        for &(machine, cpu) in self.0.borrow().iter() {
+        for &(machine, cpu) in self.0.borrow().iter().filter(|&&(_, cpu)| cpu != OVERFLOW_CPU) {
             machine.release(cpu);
         }
     }
@@ -560,6 +558,25 @@ mod tests {
         assert_eq!(p.cpu(), OVERFLOW_CPU);
         block_on(p.halt()); // a yield, not a sleep nobody would end
         assert!(std::ptr::eq(p.per_cpu(OVERFLOW_CPU, PerCpuSlot::PvWaitLock), &M.overflow_slots[0]));
+    }
+
+    #[test]
+    fn an_overflow_thread_keeps_its_id_when_one_frees_up() {
+        // It may have published OVERFLOW_CPU as where it waits; halting on a real id's wake word
+        // now would wait for a kick sent to the overflow id, which never comes.
+        static M: Machine = Machine::new();
+        for word in &M.taken {
+            word.store(u64::MAX, Ordering::Relaxed);
+        }
+        let p = Native::on(&M);
+        std::thread::spawn(move || {
+            assert_eq!(p.cpu(), OVERFLOW_CPU);
+            M.release(0);
+            assert_eq!(p.cpu(), OVERFLOW_CPU);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(M.taken[0].load(Ordering::Relaxed) & 1, 0, "its exit gives back no id it did not hold");
     }
 
     /// Threads without a CPU id of their own cannot queue in a queued spinlock (one shared node,

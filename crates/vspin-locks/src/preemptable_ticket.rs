@@ -22,18 +22,21 @@
 //! ```
 //!
 //! Decisions (see the module constants):
-//! - `t = TIMEOUT_UNIT = 2^14` PAUSEs, the constant of the authors' patch. The paper reports that
-//!   performance is not sensitive to `t`; `vspin reproduce pticket` sweeps it.
 //! - Wrap-around: the patch compared `ticket <= head`, which fails when tickets wrap. Here the
 //!   distance `ticket − head` is taken modulo 2^B and read as signed: a waiter whose ticket head
 //!   has passed (because later waiters overtook it and released) competes at once.
 //! - The competition is test-and-test-and-set on `locked`, which shares the cache line with the
 //!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
 //!   coherence traffic, not who may acquire.
-//! - The unlock advances `head` and clears `locked` with one `add`, as the authors' v3.0 patch
-//!   does (it keeps `locked` in head's low bit; here the holder knows `locked` is set, so adding
-//!   `1 − locked` to the word does both, without halving the ticket space). The v1.0/v2.0
-//!   patches used two atomics, an `add` to `head` and an `xchg` of `acquired`. When `head` wraps,
+//! - `t = TIMEOUT_UNIT = 2^14` PAUSEs, the constant of the paper's patch (v1.0, `TIMEOUT_UNIT`)
+//!   and of the authors' later compact patch (`pmtlock_timeout_shift = 14`); their v3.0 port to
+//!   Linux 4.0 lowered it to 2^8. The paper reports that performance is not sensitive to `t`;
+//!   `vspin reproduce pticket` sweeps it.
+//! - The unlock advances `head` and clears `locked` with one `add`, as the authors' compact patch
+//!   (`1-pmtlock-compact.patch`) does: it keeps `locked` in head's low bit and steps tickets by
+//!   2; here the holder knows `locked` is set, so adding `1 − locked` to the word does both,
+//!   without halving the ticket space. The v1.0, v2.0 and v3.0 patches use two atomics, an `add`
+//!   to `head` and an `xchg` of a separate lock word (`lock`, later `acquired`). When `head` wraps,
 //!   the add carries into the spare bits above it, which no field reads; the unlocker that
 //!   wrapped it clears them in its slow path. The lock keeps the patch's order, `xadd` first,
 //!   then `locked`: three locked instructions per uncontended lock+unlock, one more than a ticket
