@@ -1,7 +1,8 @@
 """vspin: spinlocks under vCPU preemption.
 
-A deterministic simulator of a virtualized host (pCPUs, VMs, vCPUs, a CFS host scheduler,
-Pause-Loop Exiting, halt/kick and directed yield) running real guest spinlock algorithms.
+A deterministic simulator of a virtualized host (pCPUs, VMs, vCPUs, a CFS or EEVDF host
+scheduler, Pause-Loop Exiting, halt/kick and directed yield) running real guest spinlock
+algorithms.
 
 Describe a host in TOML (see ``examples/``) and run it::
 

@@ -2,8 +2,8 @@
 //!
 //! A deterministic discrete-event simulator of a virtualized host, built to study spinlocks
 //! under vCPU preemption. A [`Scenario`] describes the host (pCPUs and a cost table), the
-//! hypervisor (CFS scheduling, Pause-Loop Exiting, directed yield) and the VMs (vCPUs, pinning,
-//! guest lock, workload); [`run`] simulates it and returns a [`RunResult`].
+//! hypervisor (CFS or EEVDF scheduling, Pause-Loop Exiting, directed yield) and the VMs (vCPUs,
+//! pinning, guest lock, workload); [`run`] simulates it and returns a [`RunResult`].
 //!
 //! ```
 //! let scenario = vspin_sim::Scenario::from_toml(r#"
