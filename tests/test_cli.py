@@ -109,3 +109,35 @@ def test_timeline_window_must_be_ordered(examples, capsys):
     with pytest.raises(SystemExit):
         main(["run", str(examples / "undercommitted.toml"), "--timeline", "x.json", "--timeline-ms", "5:1"])
     assert "FROM < TO" in capsys.readouterr().err
+
+
+def test_validate_checks_every_file_and_names_each_bad_one(tmp_path, examples, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('duration_ms = -1\n')
+    good = str(examples / "undercommitted.toml")
+    assert main(["validate", str(bad), good]) == 2
+    captured = capsys.readouterr()
+    assert f"{bad}: error: host" in captured.err
+    assert f"{good}: ok" in captured.out
+
+
+def test_a_timeline_window_without_a_timeline_is_refused(examples, capsys):
+    assert main(["run", str(examples / "undercommitted.toml"), "--timeline-ms", "0:5"]) == 2
+    assert "--timeline-ms" in capsys.readouterr().err
+
+
+def test_version_is_printed(capsys):
+    try:
+        main(["--version"])
+    except SystemExit as e:
+        assert e.code == 0
+    assert capsys.readouterr().out.startswith("vspin 0.")
+
+
+def test_summary_columns_stay_apart_with_long_names(tmp_path, capsys):
+    scenario = tmp_path / "long.toml"
+    scenario.write_text('duration_ms = 2\n[host]\ncores_per_socket = 2\n[[vm]]\nname = "a-very-long-vm-name"\n'
+                        'vcpus = 2\nlock = "pv-preemptable-ticket"\nworkload = { preset = "cpu-hog" }\n')
+    assert main(["run", str(scenario)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("a-very-long-vm-name "))
+    assert row.split()[:3] == ["a-very-long-vm-name", "pv-preemptable-ticket", "cpu-hog"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+from importlib.metadata import version
 
 from vspin.scenario import ScenarioError, parse_setting, run, validate
 
@@ -25,8 +27,14 @@ def _window(text: str) -> tuple[float, float]:
     return window
 
 
+TIMELINE_WINDOW_MS = (0.0, 100.0)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    window = args.timeline_ms if args.timeline else None
+    if args.timeline_ms is not None and not args.timeline:
+        print("error: --timeline-ms: sets the window of --timeline PATH, which is not given", file=sys.stderr)
+        return 2
+    window = (args.timeline_ms or TIMELINE_WINDOW_MS) if args.timeline else None
     result = run(args.scenario, _settings(args), timeline=window, seed=args.seed, duration_ms=args.duration_ms)
     if args.timeline:
         with open(args.timeline, "w") as f:
@@ -43,10 +51,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    bad = 0
     for path in args.scenarios:
-        validate(path, _settings(args))
-        print(f"{path}: ok")
-    return 0
+        try:
+            validate(path, settings)
+            print(f"{path}: ok")
+        except ScenarioError as e:
+            print(f"{path}: error: {e}", file=sys.stderr)
+            bad += 1
+    return 2 if bad else 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -186,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vspin", description="Spinlocks under vCPU preemption: simulate a virtualized host."
     )
+    parser.add_argument("--version", action="version", version=f"vspin {version('vspin')}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="simulate a TOML scenario and print a summary")
@@ -197,19 +212,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="override any key, e.g. --set vm.*.lock=tas --set hypervisor.ple.policy=off")
     p.add_argument("--timeline", metavar="PATH", help="write what every vCPU did as Chrome trace JSON (Perfetto)")
-    p.add_argument("--timeline-ms", type=_window, default=(0.0, 100.0), metavar="FROM:TO",
-                   help="the window the timeline covers, in simulated ms (default 0:100)")
+    p.add_argument("--timeline-ms", type=_window, metavar="FROM:TO",
+                   help="the window --timeline covers, in simulated ms (default 0:100)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("validate", help="check scenario files without running them")
-    p.add_argument("scenarios", nargs="+")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    p.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario TOML files; each is checked")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override any key before checking, as for run")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("bench", help="measure simulator speed (events and acquisitions per second)")
     p.add_argument("--scenario", help="scenario to time (default: 64 vCPUs on 32 pCPUs, PV ticket)")
     p.add_argument("--repeat", type=_positive_int, default=3, help="runs to take the median of (default 3)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("bench-locks", help="benchmark the locks on real threads against std, parking_lot, spin")
@@ -284,5 +300,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def console() -> int:
+    """The `vspin` executable: `main` with Ctrl-C ending the command at once.
+
+    A simulation runs inside the Rust core, where Python never gets to raise KeyboardInterrupt,
+    so the interrupt would wait for the run to finish; the default action ends the command and
+    its worker processes at once. (Only here, not in `main`, which tests call in-process.)
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

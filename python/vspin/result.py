@@ -46,31 +46,42 @@ class Result:
     def summary(self) -> str:
         """A readable report of the run."""
         r = self.raw
+        names = [vm["name"] for vm in r["vms"]]
         lines = [
             f"scenario {r['scenario']!r}, seed {r['seed']}: "
             f"{r['simulated_ms']:.1f} ms simulated, {r['events']:,} events",
             "",
         ]
-        header = f"{'VM':<12}{'lock':<11}{'workload':<11}{'vCPUs':>6}{'units':>11}{'units/s':>12}{'done at':>11}"
-        lines += [header, "-" * len(header)]
-        for vm in r["vms"]:
-            done = f"{vm['completion_ms']:.1f} ms" if vm["completion_ms"] is not None else "-"
-            lines.append(
-                f"{vm['name']:<12}{vm['lock']:<11}{vm['workload']:<11}{vm['vcpus']:>6}"
-                f"{vm['work_units']:>11,}{vm['throughput_per_s']:>12,.0f}{done:>11}"
-            )
+        lines += _table(
+            ["VM", "lock", "workload", "vCPUs", "units", "units/s", "done at"],
+            [[vm["name"], vm["lock"], vm["workload"], f"{vm['vcpus']}", f"{vm['work_units']:,}",
+              f"{vm['throughput_per_s']:,.0f}",
+              f"{vm['completion_ms']:.1f} ms" if vm["completion_ms"] is not None else "-"] for vm in r["vms"]],
+            left=3, rule=True,
+        )
         lines += ["", "time per VM (% of its vCPUs' time):"]
-        lines.append(f"{'VM':<12}" + "".join(f"{k:>10}" for k in TIME_KINDS))
+        shares = []
         for vm in r["vms"]:
             total = sum(vm["time"].values()) or 1
-            lines.append(
-                f"{vm['name']:<12}"
-                + "".join(f"{100 * vm['time'][k + '_ns'] / total:>9.1f}%" for k in TIME_KINDS)
-            )
-        names = list(r["totals"].keys())
+            shares.append([f"{100 * vm['time'][k + '_ns'] / total:.1f}%" for k in TIME_KINDS])
+        lines += _table(["VM", *TIME_KINDS], [[n, *row] for n, row in zip(names, shares)])
+        counters = list(r["totals"].keys())
         lines += ["", "counters:"]
-        for group in (names[:5], names[5:]):
-            lines.append(f"{'VM':<12}" + "".join(f"{n.replace('_', ' '):>18}" for n in group))
-            for vm in r["vms"]:
-                lines.append(f"{vm['name']:<12}" + "".join(f"{vm['counters'][n]:>18,}" for n in group))
+        for group in (counters[:6], counters[6:]):
+            lines += _table(["VM", *(c.replace("_", " ") for c in group)],
+                            [[vm["name"], *(f"{vm['counters'][c]:,}" for c in group)] for vm in r["vms"]])
         return "\n".join(lines)
+
+
+def _table(header: list[str], rows: list[list[str]], left: int = 1, rule: bool = False) -> list[str]:
+    """Lines of a text table: the first `left` columns left-aligned, the rest right-aligned, every
+    column as wide as its widest cell and two spaces apart, so that no name runs into the next."""
+    widths = [max(len(c) for c in column) for column in zip(header, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(header)]
+    if rule:
+        out.append("-" * len(out[0]))
+    return out + [line(row) for row in rows]

@@ -48,6 +48,15 @@ macro_rules! named_values {
                 d.deserialize_str(V)
             }
         }
+
+        impl $ty {
+            /// The name a scenario gives this value.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+        }
     };
 }
 
@@ -298,26 +307,6 @@ pub enum LockKind {
     Qspinlock,
     PvQspinlock,
     PvQspinlockV42,
-}
-
-impl LockKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            LockKind::Tas => "tas",
-            LockKind::Ticket => "ticket",
-            LockKind::PvTicket => "pv-ticket",
-            LockKind::PreemptableTicket => "preemptable-ticket",
-            LockKind::PvPreemptableTicket => "pv-preemptable-ticket",
-            LockKind::Oticket => "oticket",
-            LockKind::OticketSpinOnly => "oticket-spin-only",
-            LockKind::OticketWakeupOnly => "oticket-wakeup-only",
-            LockKind::LongerSpinning => "longer-spinning",
-            LockKind::Iticket => "iticket",
-            LockKind::Qspinlock => "qspinlock",
-            LockKind::PvQspinlock => "pv-qspinlock",
-            LockKind::PvQspinlockV42 => "pv-qspinlock-v4.2",
-        }
-    }
 }
 
 /// Where a VM's vCPUs may run.

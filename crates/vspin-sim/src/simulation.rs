@@ -223,7 +223,7 @@ impl Sim {
             sim.vms.push(Vm {
                 name: vm.name.clone(),
                 lock: vm.lock.name(),
-                workload: format!("{:?}", vm.workload.preset).to_lowercase(),
+                workload: vm.workload.preset.name().into(),
                 first_vcpu: first,
                 vcpus: vm.vcpus,
                 first_lock,
