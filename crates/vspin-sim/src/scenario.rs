@@ -604,9 +604,26 @@ fn plain_message(raw: &str) -> String {
     if let Some(rest) = raw.strip_prefix("TOML parse error at ") {
         let position = rest.lines().next().unwrap_or_default();
         let message = raw.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-        return format!("{} ({position})", message.trim());
+        return format!("{} ({position})", plain_types(message.trim()));
     }
-    raw.split(" at line ").next().unwrap_or(raw).trim().to_string()
+    plain_types(raw.split(" at line ").next().unwrap_or(raw).trim())
+}
+
+/// serde names the Rust type it wanted; a scenario's author thinks in TOML values.
+fn plain_types(message: &str) -> String {
+    const TYPES: [(&str, &str); 4] = [
+        ("expected f64", "expected a number"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number from 0 to 4294967295"),
+        ("expected a boolean", "expected true or false"),
+    ];
+    if let Some(rust) = TYPES.iter().find(|(rust, _)| message.ends_with(rust)) {
+        return format!("{}{}", &message[..message.len() - rust.0.len()], rust.1);
+    }
+    match message.rsplit_once("expected struct ") {
+        Some((before, name)) if !name.contains(' ') => format!("{before}expected a table"),
+        _ => message.replace("expected a sequence", "expected a list"),
+    }
 }
 
 /// The longest time any duration or cost may take: the longest run, one simulated hour. A
