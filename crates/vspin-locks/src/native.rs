@@ -124,7 +124,9 @@ impl WakeWord {
         }
     }
 
+    /// The initializer of the `static` machine's wake-word array: each element is a fresh copy.
     #[cfg(not(loom))]
+    #[allow(clippy::declare_interior_mutable_const)]
     const IDLE: WakeWord = WakeWord { state: AtomicU32::new(IDLE) };
 
     fn halt(&self) {
