@@ -538,8 +538,9 @@ impl Sim {
         match after {
             After::Nothing => {}
             After::PleDone { yielded } => {
-                // `yield_to` ends in `schedule()`; the spin loop is left when the vCPU runs again
-                // (at once if it was picked again, else at its next switch-in).
+                // `yield_to` ends in `schedule()`, inside the exit handler; the spin loop is left
+                // when the vCPU runs again (at once if it was picked again, else at its next
+                // switch-in).
                 if yielded {
                     let p = self.vcpus[v as usize].pcpu;
                     self.schedule(p);
@@ -549,13 +550,28 @@ impl Sim {
                     vc.in_spin_loop = false;
                     vc.dy_eligible = false;
                 }
+                if yielded {
+                    self.reenter_if_running(v);
+                }
             }
             After::Yield => {
                 let p = self.vcpus[v as usize].pcpu;
                 self.yield_task(p, v);
                 self.schedule(p);
+                self.reenter_if_running(v);
             }
             After::HaltBlock => self.halt_block(v),
+        }
+    }
+
+    /// The VM entry that ends an exit handler which may have called `schedule()`: paid here if
+    /// the vCPU kept its pCPU; a vCPU switched out pays it in `switch_in` when it runs again.
+    fn reenter_if_running(&mut self, v: u32) {
+        let entry = self.costs.vm_entry;
+        let vc = &mut self.vcpus[v as usize];
+        if vc.host == HostState::Running {
+            debug_assert!(vc.host_work.is_none());
+            vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
         }
     }
 
@@ -649,7 +665,8 @@ impl Sim {
             Req::Yield => {
                 let vc = &mut self.vcpus[v as usize];
                 vc.act = Act::Ready;
-                vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Yield });
+                // The VM entry follows the yield's `schedule()`, if the vCPU keeps its pCPU.
+                vc.host_work = Some(HostWork { remaining: exit + hypercall, after: After::Yield });
                 false
             }
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
@@ -780,7 +797,8 @@ impl Sim {
         };
         let c = &self.costs;
         self.vcpus[v as usize].host_work =
-            Some(HostWork { remaining: c.vm_exit + c.hypercall + c.vm_entry, after: After::PleDone { yielded } });
+            // Without a yield, no `schedule()` comes between the handler and the VM entry.
+            Some(HostWork { remaining: c.vm_exit + c.hypercall + if yielded { 0 } else { c.vm_entry }, after: After::PleDone { yielded } });
     }
 
     // ----- halt, kick, interrupts -------------------------------------------------------------
