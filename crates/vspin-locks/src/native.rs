@@ -550,12 +550,17 @@ mod tests {
         assert_eq!(first, second, "the exited thread's id is reused");
     }
 
+    /// Mark every CPU id of `machine` taken, as if [`MAX_CPUS`] threads held one.
+    fn take_every_id(machine: &Machine) {
+        for word in &machine.taken {
+            word.store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
     #[test]
     fn a_full_machine_hands_out_the_overflow_id() {
         static M: Machine = Machine::new();
-        for word in &M.taken {
-            word.store(u64::MAX, Ordering::Relaxed);
-        }
+        take_every_id(&M);
         let p = Native::on(&M);
         assert_eq!(p.cpu(), OVERFLOW_CPU);
         block_on(p.halt()); // a yield, not a sleep nobody would end
@@ -567,9 +572,7 @@ mod tests {
         // It may have published OVERFLOW_CPU as where it waits; halting on a real id's wake word
         // now would wait for a kick sent to the overflow id, which never comes.
         static M: Machine = Machine::new();
-        for word in &M.taken {
-            word.store(u64::MAX, Ordering::Relaxed);
-        }
+        take_every_id(&M);
         let p = Native::on(&M);
         std::thread::spawn(move || {
             assert_eq!(p.cpu(), OVERFLOW_CPU);
@@ -586,9 +589,7 @@ mod tests {
     fn queued_lock_with_one_free_id<L: crate::RawSpinLock<Native> + crate::mutex::ConstInit + Sync + 'static>(
         machine: &'static Machine,
     ) {
-        for word in &machine.taken {
-            word.store(u64::MAX, Ordering::Relaxed);
-        }
+        take_every_id(machine);
         machine.taken[0].store(u64::MAX - 1, Ordering::Relaxed);
         static COUNT: AtomicU64 = AtomicU64::new(0);
         COUNT.store(0, Ordering::Relaxed);
