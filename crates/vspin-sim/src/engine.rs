@@ -1,10 +1,9 @@
-//! The discrete-event core: a heap of events keyed by (time, sequence), and seeded RNG streams.
+//! The discrete-event core: a radix heap of events keyed by (time, sequence), and seeded RNG
+//! streams.
 //!
 //! Ties at equal time are broken by insertion sequence, so a run is a pure function of the
 //! scenario and seed. Cancellation is by generation counter: an entity bumps its generation when
 //! its pending event becomes stale, and the stale event is dropped when popped (O(1) cancel).
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Simulated time in nanoseconds.
 pub type Time = u64;
@@ -28,36 +27,23 @@ pub enum Event {
     End,
 }
 
-/// A queued event, ordered by `(time << 64) | sequence` alone: one integer comparison.
+/// A queued event and its key, `(time << 64) | sequence`: one integer comparison orders two.
 #[derive(Clone, Copy)]
 struct Entry {
     key: u128,
     event: Event,
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&other.key)
-    }
-}
-
 pub struct EventQueue {
-    /// The earliest event, when it was pushed earlier than everything in the heap: a handler
-    /// often schedules the very next event (a memory latency, a short exit), and this spares it
-    /// the heap's push and pop.
-    front: Option<Entry>,
-    heap: BinaryHeap<Reverse<Entry>>,
+    /// A radix heap (Ahuja, Mehlhorn, Orlin & Tarjan 1990): keys only grow past the last one
+    /// popped (time never goes back and the sequence always grows), so bucket `i` holds the keys
+    /// whose highest bit that differs from `last` is bit `i`. A push is an append; a pop takes
+    /// the smallest key of the lowest non-empty bucket and spreads that bucket's others over
+    /// lower buckets, each key moving down a few times in its life at most.
+    buckets: Vec<Vec<Entry>>,
+    /// Bit `i` set: bucket `i` is not empty.
+    occupied: u128,
+    last: u128,
     seq: u64,
     popped: u64,
 }
@@ -70,31 +56,38 @@ impl Default for EventQueue {
 
 impl EventQueue {
     pub fn new() -> Self {
-        EventQueue { front: None, heap: BinaryHeap::with_capacity(1024), seq: 0, popped: 0 }
+        EventQueue { buckets: (0..128).map(|_| Vec::with_capacity(64)).collect(), occupied: 0, last: 0, seq: 0, popped: 0 }
+    }
+
+    fn bucket_of(&self, key: u128) -> usize {
+        127 - (key ^ self.last).leading_zeros() as usize
     }
 
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
-        let entry = Entry { key: (at as u128) << 64 | self.seq as u128, event: ev };
-        let earliest_queued = match (&self.front, self.heap.peek()) {
-            (Some(f), _) => Some(f.key),
-            (None, Some(Reverse(h))) => Some(h.key),
-            (None, None) => None,
-        };
-        if earliest_queued.is_none_or(|k| entry.key < k) {
-            if let Some(previous) = self.front.replace(entry) {
-                self.heap.push(Reverse(previous));
-            }
-        } else {
-            self.heap.push(Reverse(entry));
-        }
+        let key = (at as u128) << 64 | self.seq as u128;
+        debug_assert!(key > self.last, "an event scheduled before the last one popped");
+        let b = self.bucket_of(key);
+        self.buckets[b].push(Entry { key, event: ev });
+        self.occupied |= 1 << b;
     }
 
     pub fn pop(&mut self) -> Option<(Time, Event)> {
-        let Entry { key, event } = match self.front.take() {
-            Some(f) => f,
-            None => self.heap.pop()?.0,
-        };
+        if self.occupied == 0 {
+            return None;
+        }
+        let b = self.occupied.trailing_zeros() as usize;
+        let mut bucket = std::mem::take(&mut self.buckets[b]);
+        let first = bucket.iter().enumerate().min_by_key(|(_, e)| e.key).map(|(i, _)| i).expect("occupied");
+        let Entry { key, event } = bucket.swap_remove(first);
+        self.last = key;
+        self.occupied &= !(1 << b);
+        for e in bucket.drain(..) {
+            let to = self.bucket_of(e.key);
+            self.buckets[to].push(e);
+            self.occupied |= 1 << to;
+        }
+        self.buckets[b] = bucket;
         self.popped += 1;
         Some(((key >> 64) as Time, event))
     }
