@@ -61,7 +61,7 @@ macro_rules! named_values {
 }
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf });
-named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm });
+named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
     "tas" => Tas,
@@ -247,6 +247,10 @@ pub enum DirectedYieldKind {
     /// `kvm_vcpu_on_spin` of Linux 3.18 (`kernel-mechanisms.md` §5.1).
     #[default]
     Kvm,
+    /// `kvm_vcpu_on_spin` of Linux 6.8 (§5.2): woken vCPUs are candidates, vCPUs preempted in
+    /// guest user mode are not.
+    #[serde(rename = "kvm-6.8")]
+    Kvm68,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -792,8 +792,8 @@ impl Sim {
         vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.in_spin_loop = true;
         let yielded = match self.directed_yield {
-            DirectedYieldKind::Kvm => self.kvm_vcpu_on_spin(v),
             DirectedYieldKind::Off => false,
+            kernel => self.kvm_vcpu_on_spin(v, kernel),
         };
         let c = &self.costs;
         self.vcpus[v as usize].host_work =

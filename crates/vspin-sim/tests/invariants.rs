@@ -21,7 +21,7 @@ fn scenario() -> impl Strategy<Value = String> {
             "pv-qspinlock",
             "pv-qspinlock-v4.2",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
-        (prop::sample::select(vec!["off", "kvm"]), 1u32..=2, 1u32..=3, prop::sample::select(vec!["cfs", "eevdf"])),
+        (prop::sample::select(vec!["off", "kvm", "kvm-6.8"]), 1u32..=2, 1u32..=3, prop::sample::select(vec!["cfs", "eevdf"])),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),
         (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>()),
