@@ -273,6 +273,9 @@ impl Sim {
         let se = &mut self.vcpus[v as usize].se;
         se.vruntime = se.vruntime.max(min_vr.saturating_sub(half_latency));
         self.pcpus[p as usize].queued.push(v);
+        if self.poller_gives_way(p) {
+            return;
+        }
         match self.pcpus[p as usize].curr {
             None => self.schedule(p),
             Some(c) => {
@@ -291,10 +294,26 @@ impl Sim {
         // No buddy to clear on the old pCPU: EEVDF never sets one here.
         self.place(p, v);
         self.pcpus[p as usize].queued.push(v);
+        if self.poller_gives_way(p) {
+            return;
+        }
         if self.pcpus[p as usize].curr.is_none() || self.pcpus[p as usize].need_resched || self.pick_eevdf(p, true) == Some(v) {
             self.schedule(p);
         }
         self.maybe_arm_tick(p);
+    }
+
+    /// A vCPU halt-polling on `p` stops and blocks now that another thread is queued there;
+    /// the scheduler then picks among the queued. Returns whether one did.
+    fn poller_gives_way(&mut self, p: u32) -> bool {
+        match self.pcpus[p as usize].curr {
+            Some(c) if self.polling(c) => {
+                self.poll_gives_way(c);
+                self.maybe_arm_tick(p);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The running vCPU `v` of `p` blocks (halts): charge its run, and under EEVDF keep its lag.

@@ -11,7 +11,7 @@ use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, IdleState, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
+use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
@@ -88,6 +88,7 @@ pub struct Sim {
     pub(crate) mem: Memory,
     pub(crate) costs: Costs,
     pub(crate) ple: PleConfig,
+    pub(crate) halt_poll: HaltPollConfig,
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
     pub(crate) pcpus: Vec<Pcpu>,
@@ -179,6 +180,7 @@ impl Sim {
             mem: Memory::new(MemoryCosts { hit_ns: 1, same_socket_ns: 1, cross_socket_ns: 1 }, vec![]),
             costs,
             ple: sc.hypervisor.ple.clone(),
+            halt_poll: sc.hypervisor.halt_poll.clone(),
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
             pcpus,
@@ -310,6 +312,8 @@ impl Sim {
             ple_window: self.ple.window_cycles,
             ple_window_ns: crate::vcpu::ple_window_ns(self.ple.window_cycles, self.costs.clock_ghz),
             ple_spun_ns: 0,
+            halt_poll_ns: 0,
+            halt_started: 0,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
@@ -354,10 +358,11 @@ impl Sim {
             match ev {
                 Event::SegmentEnd { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.segment_end(vcpu),
                 Event::SpinCheck { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.spin_check(vcpu),
-                Event::GuestTimer { vcpu, gen } => {
-                    let v = &self.vcpus[vcpu as usize];
-                    if v.timer_gen == gen && v.host == HostState::Blocked {
+                Event::GuestTimer { vcpu, gen } if self.vcpus[vcpu as usize].timer_gen == gen => {
+                    if self.vcpus[vcpu as usize].host == HostState::Blocked {
                         self.wake(vcpu);
+                    } else if self.polling(vcpu) {
+                        self.poll_succeeds(vcpu);
                     }
                 }
                 Event::Tick { pcpu } => self.tick(pcpu),
@@ -561,6 +566,10 @@ impl Sim {
                 self.reenter_if_running(v);
             }
             After::HaltBlock => self.halt_block(v),
+            After::PollEnd => {
+                let Act::Halted(reason) = self.vcpus[v as usize].act else { unreachable!("only a halted vCPU polls") };
+                self.block(v, reason);
+            }
         }
     }
 
@@ -811,18 +820,51 @@ impl Sim {
         vc.host_work = Some(HostWork { remaining: exit, after: After::HaltBlock });
     }
 
-    /// After the HLT exit: block unless the vCPU is runnable anyway (`kvm_arch_vcpu_runnable`: a
-    /// pending kick or interrupt, or an idle timer already due), in which case it re-enters.
+    /// After the HLT exit (`kvm_vcpu_halt`): re-enter if the vCPU is runnable anyway
+    /// (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, or an idle timer already due);
+    /// else poll for a wake-up if halt polling is on and nothing else wants the pCPU
+    /// (`single_task_running`); else block.
     fn halt_block(&mut self, v: u32) {
         let now = self.now;
+        let max_poll = self.halt_poll.max_ns;
+        let p = self.vcpus[v as usize].pcpu;
+        let alone = self.nr_running(p) == 1;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
+        vc.halt_started = now;
         let due = matches!(reason, HaltReason::Idle { wake_at } if wake_at <= now);
         if vc.pv_unhalted || !vc.pending_ipis.is_empty() || due {
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             self.handle_pending_ipis(v);
             return;
         }
+        vc.halt_poll_ns = vc.halt_poll_ns.min(max_poll);
+        if vc.halt_poll_ns > 0 && alone {
+            vc.host_work = Some(HostWork { remaining: vc.halt_poll_ns, after: After::PollEnd });
+            self.arm_halt_timer(v, reason);
+            return;
+        }
+        self.block(v, reason);
+    }
+
+    /// The halted vCPU's thread sleeps until a kick, an interrupt or its guest timer.
+    fn block(&mut self, v: u32, reason: HaltReason) {
+        let now = self.now;
+        self.arm_halt_timer(v, reason);
+        let p = self.vcpus[v as usize].pcpu;
+        self.dequeue_sleeper(p, v);
+        let vc = &mut self.vcpus[v as usize];
+        vc.host = HostState::Blocked;
+        vc.state_since = now;
+        self.pcpus[p as usize].curr = None;
+        self.schedule(p);
+    }
+
+    /// The guest timer that ends a halt: the next guest tick in the PV lock slow path (the
+    /// halt is a `safe_halt`), the idle sleep's end in guest idle.
+    fn arm_halt_timer(&mut self, v: u32, reason: HaltReason) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
         let timer = match reason {
             HaltReason::LockWait => {
                 let period = self.vms[vc.vm as usize].guest_tick_ns;
@@ -836,17 +878,58 @@ impl Sim {
         if let Some(at) = timer {
             self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
         }
-        let p = vc.pcpu;
-        self.dequeue_sleeper(p, v);
+    }
+
+    /// Whether the vCPU's thread is polling in `kvm_vcpu_halt` (on its pCPU, the guest halted).
+    pub(crate) fn polling(&self, v: u32) -> bool {
+        let vc = &self.vcpus[v as usize];
+        vc.host == HostState::Running && vc.host_work.is_some_and(|hw| hw.after == After::PollEnd)
+    }
+
+    /// A wake-up reached a polling vCPU: the poll ends and the vCPU re-enters, with no block,
+    /// wake-up or context switch to pay.
+    fn poll_succeeds(&mut self, v: u32) {
+        self.interrupt(v);
+        self.vcpus[v as usize].host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+        self.handle_pending_ipis(v);
+        self.continue_if_running(v);
+    }
+
+    /// Another thread became runnable on the poller's pCPU (`!single_task_running()`): the poll
+    /// ends and the vCPU blocks.
+    pub(crate) fn poll_gives_way(&mut self, v: u32) {
+        self.interrupt(v);
         let vc = &mut self.vcpus[v as usize];
-        vc.host = HostState::Blocked;
-        vc.state_since = now;
-        self.pcpus[p as usize].curr = None;
-        self.schedule(p);
+        vc.host_work = None;
+        let Act::Halted(reason) = vc.act else { unreachable!("only a halted vCPU polls") };
+        self.block(v, reason);
+    }
+
+    /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted.
+    fn adapt_halt_poll(&mut self, v: u32) {
+        let c = &self.halt_poll;
+        if c.max_ns == 0 {
+            return;
+        }
+        let vc = &mut self.vcpus[v as usize];
+        let (halted, poll) = (self.now - vc.halt_started, vc.halt_poll_ns);
+        vc.halt_poll_ns = if halted <= poll {
+            poll
+        } else if poll > 0 && halted > c.max_ns {
+            // `shrink_halt_poll_ns`
+            let shrunk = poll.checked_div(c.shrink).unwrap_or(0);
+            if shrunk < c.grow_start_ns { 0 } else { shrunk }
+        } else if poll < c.max_ns && halted < c.max_ns {
+            // `grow_halt_poll_ns`
+            poll.saturating_mul(c.grow).max(c.grow_start_ns)
+        } else {
+            poll
+        };
     }
 
     /// The vCPU runs again after a halt.
     fn halt_returns(&mut self, v: u32, reason: HaltReason) {
+        self.adapt_halt_poll(v);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         // Leaving HLT consumes a pending kick whatever the halt was for.
@@ -881,6 +964,8 @@ impl Sim {
         t.pv_unhalted = true;
         if t.host == HostState::Blocked {
             self.wake(target);
+        } else if self.polling(target) {
+            self.poll_succeeds(target);
         }
     }
 
@@ -908,7 +993,7 @@ impl Sim {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n) = (vm.first_vcpu, vm.vcpus);
         let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
-            t != v && self.vcpus[t as usize].host == HostState::Blocked
+            t != v && (self.vcpus[t as usize].host == HostState::Blocked || self.polling(t))
                 && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
         });
         let vc = &mut self.vcpus[v as usize];
@@ -919,7 +1004,11 @@ impl Sim {
         vc.act = Act::Ready;
         vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
         self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
-        self.wake(t);
+        if self.polling(t) {
+            self.poll_succeeds(t);
+        } else {
+            self.wake(t);
+        }
         false
     }
 
@@ -930,7 +1019,9 @@ impl Sim {
         let t = &mut self.vcpus[to as usize];
         let halting = t.host_work.is_some_and(|hw| hw.after == After::HaltBlock);
         t.pending_ipis.push(from);
-        match t.host {
+        let (host, polling) = (t.host, self.polling(to));
+        match host {
+            HostState::Running if polling => self.poll_succeeds(to),
             HostState::Running if !halting => {
                 self.interrupt(to);
                 let t = &mut self.vcpus[to as usize];
@@ -1093,12 +1184,34 @@ impl Sim {
 
 #[cfg(test)]
 mod tests {
-    use super::stall_exceeding;
+    use super::{stall_exceeding, Sim};
+    use crate::scenario::Scenario;
 
     #[test]
     fn the_ple_gap_threshold_is_the_first_stall_longer_than_the_gap() {
         assert_eq!(stall_exceeding(128, 2.4), 54, "53 ns is 127.2 cycles, 54 ns is 129.6");
         assert_eq!(stall_exceeding(128, 2.0), 65, "64 ns is exactly the gap, not longer");
         assert_eq!(stall_exceeding(0, 2.4), 1);
+    }
+
+    /// The poll `vcpu->halt_poll_ns` becomes after a halt of `halted` ns that began with `poll`.
+    fn poll_after(poll: u64, halted: u64) -> u64 {
+        let text = "duration_ms = 1\n[host]\ncores_per_socket = 1\n[hypervisor]\nhalt_poll = { max_ns = 200000 }\n\
+                    [[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        s.now = 1_000_000 + halted;
+        (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, 1_000_000);
+        s.adapt_halt_poll(0);
+        s.vcpus[0].halt_poll_ns
+    }
+
+    #[test]
+    fn halt_polling_grows_after_short_halts_and_resets_after_long_ones_as_in_linux_6_8() {
+        assert_eq!(poll_after(0, 3_000), 10_000, "the first grow starts at grow_start");
+        assert_eq!(poll_after(10_000, 30_000), 20_000, "a short halt that outlasted the poll doubles it");
+        assert_eq!(poll_after(20_000, 5_000), 20_000, "a halt the poll covered keeps it");
+        assert_eq!(poll_after(160_000, 190_000), 320_000, "capped by max_ns only at the next halt");
+        assert_eq!(poll_after(20_000, 300_000), 0, "halt_poll_ns_shrink = 0: a halt past max_ns resets it");
+        assert_eq!(poll_after(0, 300_000), 0, "no poll and a long halt: stays off");
     }
 }

@@ -47,6 +47,8 @@ pub(crate) enum After {
     Nothing,
     PleDone { yielded: bool },
     HaltBlock,
+    /// The halt poll ran its whole time without a wake-up: block now.
+    PollEnd,
     Yield,
 }
 
@@ -117,6 +119,10 @@ pub(crate) struct Vcpu {
     pub ple_window: u64,
     pub ple_window_ns: u64,
     pub ple_spun_ns: u64,
+    /// `vcpu->halt_poll_ns`: how long the next halt polls (adapted after each halt).
+    pub halt_poll_ns: u64,
+    /// When the current halt began (after its HLT exit), for the poll's adaptation.
+    pub halt_started: Time,
     pub pending_ipis: Vec<u32>,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)

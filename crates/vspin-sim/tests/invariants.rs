@@ -21,16 +21,23 @@ fn scenario() -> impl Strategy<Value = String> {
             "pv-qspinlock",
             "pv-qspinlock-v4.2",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
-        (prop::sample::select(vec!["off", "kvm", "kvm-6.8"]), 1u32..=2, 1u32..=3, prop::sample::select(vec!["cfs", "eevdf"])),
+        (
+            prop::sample::select(vec!["off", "kvm", "kvm-6.8"]),
+            1u32..=2,
+            1u32..=3,
+            prop::sample::select(vec!["cfs", "eevdf"]),
+            prop::sample::select(vec![0u64, 200_000]),
+        ),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),
         (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>()),
     )
-        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler), vms, (think, cs, locks), (block, shoot, seed, background))| {
+        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll), vms, (think, cs, locks), (block, shoot, seed, background))| {
             let pcpus = sockets * cores;
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
-                 [hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\n",
+                 [hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\n\
+                 halt_poll = {{ max_ns = {poll} }}\n",
                 if background { "background = { interval_us = 1000, burst_us = 100 }\n" } else { "" }
             );
             for (i, (vcpus, pin)) in vms.into_iter().enumerate() {
