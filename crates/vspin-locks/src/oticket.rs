@@ -7,7 +7,11 @@
 //!   `SPIN_MAX_THRESHOLD >> (dist − 1)` PAUSEs before halting when `dist < TICKET_QUEUE_WAIT`,
 //!   else the stock `SPIN_THRESHOLD`. The next waiter effectively never halts (2^34 PAUSEs);
 //!   far waiters halt early and give their pCPU away. The distance is taken once, when the ticket
-//!   is drawn.
+//!   is drawn, modulo the ticket width. The paper's `__ticket_distance` subtracts the tickets
+//!   after C promotes them to `int`: a waiter whose ticket has wrapped past 0 while `head` has
+//!   not gets a negative difference, returned as a huge `unsigned int`, and so the stock
+//!   threshold. That happens to the few waiters queued across each wrap, every 2^15 (16-bit
+//!   tickets) or 2^7 acquisitions; here they keep their opportunistic threshold.
 //! - **Opportunistic wake-up.** An unlock that finds the slow-path flag kicks the waiters of the
 //!   next `OPPORTUNISTIC_WAKEUP_NCPU` tickets, not only the next one, so that they are running
 //!   and spinning again by their turn, hiding the wake-up latency.
