@@ -957,15 +957,24 @@ impl Sim {
         }
     }
 
-    /// `kvm_pv_kick_cpu_op`: set `pv_unhalted` and wake the vCPU thread if it is blocked.
+    /// `kvm_pv_kick_cpu_op` → `kvm_vcpu_kick`: set `pv_unhalted`, and wake the vCPU thread if it
+    /// is blocked (or end its halt poll). A target running in guest mode gets a reschedule IPI
+    /// that forces a VM exit (`smp_send_reschedule`); one on a run queue or in host work sees
+    /// the request at its next entry.
     fn kick(&mut self, target: u32) {
         let t = &mut self.vcpus[target as usize];
         t.kicked = true;
         t.pv_unhalted = true;
+        let in_guest = t.host == HostState::Running && t.host_work.is_none();
         if t.host == HostState::Blocked {
             self.wake(target);
         } else if self.polling(target) {
             self.poll_succeeds(target);
+        } else if in_guest {
+            self.interrupt(target);
+            let c = &self.costs;
+            self.vcpus[target as usize].host_work = Some(HostWork { remaining: c.vm_exit + c.vm_entry, after: After::Nothing });
+            self.continue_if_running(target);
         }
     }
 
