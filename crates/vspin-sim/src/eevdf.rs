@@ -8,7 +8,9 @@
 //! - **Deadline** `vruntime + base_slice`, granted when a thread is placed and renewed by
 //!   `update_deadline` once its vruntime reaches it; renewal asks for a reschedule when another
 //!   thread is queued. The model looks at that on every `update_curr`, so a slice ends at the
-//!   first scheduler tick (or other scheduling event) after the deadline.
+//!   first scheduler tick (or other scheduling event) after the deadline. The tick runs while a
+//!   pCPU has any thread, one included, so a lone thread's deadline stays within a slice and a
+//!   tick of its vruntime for the next wake-up to be compared against.
 //! - **Pick** (`pick_eevdf`): the eligible thread with the earliest deadline. `RUN_TO_PARITY`
 //!   (`vlag == deadline` in the kernel, `protected` here) keeps a thread that was switched in
 //!   running until it is ineligible or gets a new slice, against wake-ups and against a
@@ -209,5 +211,23 @@ mod tests {
         assert_eq!(s.vcpus[0].se.deadline, 11 * MS + s.costs.base_slice);
         assert_eq!(s.pcpus[1].next, None, "v6.8 never reads the buddy (NEXT_BUDDY off)");
         assert_eq!(s.pcpus[1].curr, Some(1), "the target's pCPU keeps its protected vCPU");
+    }
+
+    #[test]
+    fn a_lone_running_vcpu_gets_a_new_deadline_at_the_first_tick_past_its_slice() {
+        // The tick runs with one thread too, so a vCPU that wakes later is compared with a
+        // deadline at most a slice plus a tick away, not one left far behind.
+        let mut s = sim(1, 1);
+        let slice = s.costs.base_slice;
+        put(&mut s, 0, 0, 10 * MS, 10 * MS + slice, true);
+        s.vcpus[0].se.exec_start = 0;
+        s.maybe_arm_tick(0);
+        assert!(s.pcpus[0].tick_armed, "no tick with one thread");
+        s.now = s.costs.tick_ns;
+        s.tick(0);
+        let se = &s.vcpus[0].se;
+        assert_eq!(se.vruntime, 10 * MS + s.costs.tick_ns);
+        assert_eq!(se.deadline, se.vruntime + s.costs.base_slice);
+        assert!(s.pcpus[0].tick_armed, "the tick goes on");
     }
 }

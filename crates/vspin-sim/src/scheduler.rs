@@ -186,8 +186,13 @@ impl Sim {
         self.run_vcpu(v);
     }
 
-    fn maybe_arm_tick(&mut self, p: u32) {
-        if !self.pcpus[p as usize].tick_armed && self.nr_running(p) > 1 {
+    /// The periodic tick runs while the pCPU is busy (it stops only when idle, `NO_HZ_IDLE`).
+    /// Under CFS a tick with one thread does nothing, so it is armed only for two or more; under
+    /// EEVDF it renews the running thread's deadline every slice (`update_deadline`), which the
+    /// next wake-up's pick compares against, so it runs for one thread too.
+    pub(crate) fn maybe_arm_tick(&mut self, p: u32) {
+        let needed = if self.scheduler == SchedulerKind::Eevdf { 1 } else { 2 };
+        if !self.pcpus[p as usize].tick_armed && self.nr_running(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
             let t = self.costs.tick_ns;
             self.q.push((self.now / t + 1) * t, Event::Tick { pcpu: p });
