@@ -19,3 +19,15 @@ def test_pticket_quick_report_is_complete_and_deterministic(tmp_path):
     assert written["scale"] == "quick" and written["experiment"] == "pticket"
     for fig in first["figures"]:
         assert (tmp_path / "a" / "pticket" / f"{fig['id']}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_wilson_interval_is_wide_for_few_events_and_narrow_for_many():
+    from vspin.experiments.pticket import wilson_interval
+
+    lo, hi = wilson_interval(3, 4)
+    assert lo < 0.5 < hi, "3 of 4 cannot show a majority"
+    lo, hi = wilson_interval(372, 638)
+    assert 0.54 < lo < 0.55 and 0.62 < hi < 0.63
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo, hi = wilson_interval(0, 12)
+    assert lo == 0.0 and 0.24 < hi < 0.25
