@@ -195,9 +195,12 @@ class OTicket(Experiment):
         checks.append(Check("fig9.longer_spinning_at_least_oticket_at_high_counts", "fig9",
                             lkc["longer spinning"][hi] >= 0.95 * lkc["OTICKET"][hi],
                             f"at {hi}: longer spinning {lkc['longer spinning'][hi]:.0f}/s vs OTICKET {lkc['OTICKET'][hi]:.0f}/s"))
-        checks.append(Check("fig9.iticket_close_to_oticket", "fig9",
-                            abs(lkc["ITICKET"][mid] / lkc["OTICKET"][mid] - 1) <= 0.15,
-                            f"at {mid}: ITICKET / OTICKET {lkc['ITICKET'][mid] / lkc['OTICKET'][mid]:.2f}"))
+        # "ITICKET is similar to OTICKET" is said of the whole figure: every vCPU count counts.
+        iratio = {n: lkc["ITICKET"][n] / lkc["OTICKET"][n] for n in xs}
+        worst = max(xs, key=lambda n: abs(iratio[n] - 1))
+        checks.append(Check("fig9.iticket_close_to_oticket", "fig9", abs(iratio[worst] - 1) <= 0.15,
+                            f"ITICKET / OTICKET within 0.85-1.15 at every count? farthest at {worst}: "
+                            f"{iratio[worst]:.2f} (" + ", ".join(f"{n}: {iratio[n]:.2f}" for n in xs) + ")"))
 
         for fid, workload in (("fig10a", "lkc"), ("fig10b", "exim"), ("fig10c", "metis")):
             configs = ("PVM", "HVM", "OTICKET", *(("longer spinning",) if workload == "lkc" else ()))
@@ -214,6 +217,10 @@ class OTicket(Experiment):
         checks.append(Check("fig10.longer_spinning_degrades", "fig10a", o["longer spinning"][top] < o["OTICKET"][top],
                             f"at {top} cores: longer spinning {o['longer spinning'][top]:.0f}/s vs OTICKET "
                             f"{o['OTICKET'][top]:.0f}/s"))
+        checks.append(Check("fig10.exim_oticket_beats_pvm", "fig10b",
+                            tp("80-core", "OTICKET", "exim", top, 2) >= tp("80-core", "PVM", "exim", top, 2),
+                            f"EXIM at {top} cores: OTICKET {tp('80-core', 'OTICKET', 'exim', top, 2):.0f}/s vs PVM "
+                            f"{tp('80-core', 'PVM', 'exim', top, 2):.0f}/s"))
         mspread = max(max(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) /
                       min(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) for n in over)
         checks.append(Check("fig10.metis_equal", "fig10c", mspread <= 1.1,
@@ -228,6 +235,13 @@ class OTicket(Experiment):
         s = {c: tp("32-core", c, "lkc", s_hi) for c in MAIN}
         checks.append(Check("fig11.lkc_oticket_at_least_pvm", "fig11a", s["OTICKET"] >= 1.1 * s["PVM"],
                             f"LKC at {s_hi} vCPUs: OTICKET {s['OTICKET']:.0f}/s vs PVM {s['PVM']:.0f}/s"))
+        e = {c: tp("32-core", c, "exim", s_hi) for c in MAIN}
+        checks.append(Check("fig11.exim_oticket_at_least_pvm", "fig11b", e["OTICKET"] >= 1.1 * e["PVM"],
+                            f"EXIM at {s_hi} vCPUs: OTICKET {e['OTICKET']:.0f}/s vs PVM {e['PVM']:.0f}/s"))
+        m = {n: [tp("32-core", c, "metis", n) for c in MAIN] for n in small}
+        sspread = max(max(v) / min(v) for v in m.values())
+        checks.append(Check("fig11.metis_equal", "fig11c", sspread <= 1.1,
+                            f"METIS on the 32-core host: largest max/min across configurations {sspread:.3f}"))
         return figures, checks
 
 
