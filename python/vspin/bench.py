@@ -70,6 +70,7 @@ def bench(scenario: Scenario | None = None, repeat: int = 3) -> dict:
         "events": events,
         "acquisitions": acquisitions,
         "events_per_second": events / seconds,
+        "events_per_acquisition": events / acquisitions if acquisitions else None,
         "acquisitions_per_second": acquisitions / seconds,
         "simulated_per_wall": result["simulated_ms"] / 1000 / seconds,
     }

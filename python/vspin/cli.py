@@ -69,14 +69,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     report = bench(args.scenario, repeat=args.repeat)
     if args.json:
         print(json.dumps(report, indent=2))
-    else:
-        print(
-            f"{report['scenario']}: {report['simulated_ms']:.0f} ms simulated in "
-            f"{report['wall_seconds_median']:.3f} s (median of {report['repeat']})\n"
-            f"  {report['events_per_second']:,.0f} events/s\n"
-            f"  {report['acquisitions_per_second']:,.0f} lock acquisitions/s\n"
-            f"  {report['simulated_per_wall']:.2f} simulated s per wall s"
-        )
+        return 0
+    per = report["events_per_acquisition"]
+    print(
+        f"{report['scenario']}: {report['simulated_ms']:.0f} ms simulated in "
+        f"{report['wall_seconds_median']:.3f} s (median of {report['repeat']})\n"
+        f"  {report['events_per_second']:,.0f} events/s\n"
+        f"  {report['acquisitions_per_second']:,.0f} lock acquisitions/s"
+        + (f" ({per:.1f} events each)" if per else "") + "\n"
+        f"  {report['simulated_per_wall']:.2f} simulated s per wall s"
+    )
     return 0
 
 
