@@ -66,7 +66,8 @@ impl EventQueue {
     pub fn push(&mut self, at: Time, ev: Event) {
         self.seq += 1;
         let key = (at as u128) << 64 | self.seq as u128;
-        debug_assert!(key > self.last, "an event scheduled before the last one popped");
+        // One compare; a key below `last` would be misfiled, silently reordering the run.
+        assert!(key > self.last, "an event scheduled at {at} ns, before the last one popped");
         let b = self.bucket_of(key);
         self.buckets[b].push(Entry { key, event: ev });
         self.occupied |= 1 << b;

@@ -839,7 +839,9 @@ impl Sim {
             return;
         }
         vc.halt_poll_ns = vc.halt_poll_ns.min(max_poll);
-        if vc.halt_poll_ns > 0 && alone {
+        // Only KVM's vCPU threads poll; a host thread that sleeps just blocks.
+        let vcpu_thread = !self.vms[vc.vm as usize].host_threads;
+        if vc.halt_poll_ns > 0 && alone && vcpu_thread {
             vc.host_work = Some(HostWork { remaining: vc.halt_poll_ns, after: After::PollEnd });
             self.arm_halt_timer(v, reason);
             return;
@@ -890,7 +892,9 @@ impl Sim {
     /// wake-up or context switch to pay.
     fn poll_succeeds(&mut self, v: u32) {
         self.interrupt(v);
-        self.vcpus[v as usize].host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+        let vc = &mut self.vcpus[v as usize];
+        vc.timer_gen = vc.timer_gen.wrapping_add(1);
+        vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
         self.handle_pending_ipis(v);
         self.continue_if_running(v);
     }
@@ -919,8 +923,8 @@ impl Sim {
             // `shrink_halt_poll_ns`
             let shrunk = poll.checked_div(c.shrink).unwrap_or(0);
             if shrunk < c.grow_start_ns { 0 } else { shrunk }
-        } else if poll < c.max_ns && halted < c.max_ns {
-            // `grow_halt_poll_ns`
+        } else if poll < c.max_ns && halted < c.max_ns && c.grow > 0 {
+            // `grow_halt_poll_ns` (a zero `halt_poll_ns_grow` disables growing)
             poll.saturating_mul(c.grow).max(c.grow_start_ns)
         } else {
             poll
@@ -1195,6 +1199,42 @@ impl Sim {
 mod tests {
     use super::{stall_exceeding, Sim};
     use crate::scenario::Scenario;
+    use crate::vcpu::{Act, HaltReason, HostState};
+
+    /// A host of 2 pCPUs with the given `[hypervisor]` line and VMs, run queues emptied for a
+    /// test to fill.
+    fn host(hypervisor: &str, background: bool, vms: &str) -> Sim {
+        let text = format!(
+            "duration_ms = 1\n[host]\ncores_per_socket = 2\n{}[hypervisor]\n{hypervisor}\n{vms}",
+            if background { "background = { interval_us = 1000, burst_us = 100 }\n" } else { "" }
+        );
+        let mut s = Sim::new(&Scenario::from_toml(&text).unwrap());
+        for rq in &mut s.pcpus {
+            rq.queued.clear();
+        }
+        s
+    }
+
+    /// `v` alone on pCPU `p`, just out of an HLT exit for an idle sleep.
+    fn halting_alone(s: &mut Sim, v: u32, p: u32) {
+        s.pcpus[p as usize].curr = Some(v);
+        let vc = &mut s.vcpus[v as usize];
+        (vc.pcpu, vc.host, vc.act, vc.halt_poll_ns) = (p, HostState::Running, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }), 10_000);
+    }
+
+    #[test]
+    fn only_vcpu_threads_halt_poll_and_host_threads_just_sleep() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 200000 }", true, vm);
+        let thread = s.vcpus.iter().position(|v| s.vms[v.vm as usize].host_threads).expect("a host thread") as u32;
+        halting_alone(&mut s, 0, 0);
+        halting_alone(&mut s, thread, 1);
+        s.halt_block(0);
+        s.halt_block(thread);
+        assert!(s.polling(0), "the vCPU alone on its pCPU polls");
+        assert!(!s.polling(thread) && s.vcpus[thread as usize].host == HostState::Blocked);
+    }
+
 
     #[test]
     fn the_ple_gap_threshold_is_the_first_stall_longer_than_the_gap() {
