@@ -5,6 +5,7 @@
 //! the measured factors are reported in the issue notes.
 mod common;
 use common::*;
+use vspin_sim::scenario::Preset;
 use vspin_sim::Scenario;
 
 #[test]
@@ -160,15 +161,12 @@ fn a_vcpu_halts_only_when_all_its_guest_threads_are_blocked() {
 
 /// One 8-vCPU hackbench VM alone on 8 pCPUs, or two sharing them, with halt polling at `max_ns`.
 fn hackbench_host(vms: u32, max_ns: u64) -> Scenario {
-    let mut text = format!(
-        "duration_ms = 100\n[host]\ncores_per_socket = 8\n[hypervisor]\nhalt_poll = {{ max_ns = {max_ns} }}\n"
-    );
-    for i in 0..vms {
-        text += &format!(
-            "[[vm]]\nname = \"vm{i}\"\nvcpus = 8\npin = \"1:1\"\nlock = \"pv-qspinlock\"\nworkload = {{ preset = \"hackbench\" }}\n"
-        );
+    let mut sc = host(8, vms, 8, "pv-qspinlock", "kvm", 1, 100);
+    for vm in &mut sc.vms {
+        vm.workload.preset = Preset::Hackbench;
     }
-    Scenario::from_toml(&text).expect("valid scenario")
+    sc.hypervisor.halt_poll.max_ns = max_ns;
+    sc
 }
 
 #[test]
