@@ -15,18 +15,21 @@
 //!   `wakeup_granularity` of the leftmost thread.
 //!
 //! Placement of unpinned vCPUs: a woken vCPU goes to its previous pCPU if idle, else to the first
-//! idle pCPU, else stays (a simplification of `select_idle_sibling`). A vCPU waiting on a run
-//! queue never moves: neither `idle_balance` (a pCPU going idle pulls a waiting thread) nor
-//! periodic balancing is modelled. In Linux 3.19 `idle_balance` runs only when the pCPU's
-//! average idle time exceeds `sysctl_sched_migration_cost` (0.5 ms) and skips cache-hot threads
-//! (run within the last 0.5 ms), which spares most just-preempted vCPUs; a pull on every idle
-//! moment, tried on 2026-11-23, moved them all and erased lock-waiter preemption from the
-//! unpinned VEE'13 setup (hackbench LWP share at x2 58% → 7%). Those two conditions are the
-//! next step, not yet taken.
+//! idle pCPU, else stays (a simplification of `select_idle_sibling`). A pCPU that goes idle pulls
+//! a waiting unpinned vCPU (`idle_balance`, Linux 3.19 and 6.8 alike) under the kernel's two
+//! gates: only if its idle periods average at least `sysctl_sched_migration_cost` (0.5 ms;
+//! `rq->avg_idle`, an 1/8 moving average of idle lengths capped at 1 ms), and only a vCPU that
+//! is not cache-hot (`task_hot`: it ran within the last 0.5 ms). It takes the vCPU that has
+//! waited longest on the longest run queue. A pull on every idle moment, without the gates,
+//! moved every waiting vCPU and erased lock-waiter preemption from the unpinned VEE'13 setup
+//! (hackbench LWP share at x2 58% → 7%). Periodic load balancing is not modelled.
 use crate::engine::Event;
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Affinity, HostState, HostWork, After};
+
+/// `sysctl_sched_migration_cost`: the cache-hot horizon and the `idle_balance` gate (ns).
+pub(crate) const MIGRATION_COST_NS: u64 = 500_000;
 
 impl Sim {
     pub(crate) fn nr_running(&self, p: u32) -> usize {
@@ -131,6 +134,9 @@ impl Sim {
                 }
                 None => self.pcpus[p as usize].curr = None,
             }
+        }
+        if self.pcpus[p as usize].curr.is_none() {
+            self.idle_balance(p);
         }
         if self.pcpus[p as usize].curr.is_none() {
             let now = self.now;
@@ -272,6 +278,7 @@ impl Sim {
     /// Enqueue a woken vCPU (`place_entity`, `check_preempt_wakeup`).
     pub(crate) fn enqueue_woken(&mut self, v: u32) {
         let p = self.select_pcpu(v);
+        self.account_idle_period(p);
         // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
         self.update_curr(p);
         if self.scheduler == SchedulerKind::Eevdf {
@@ -332,6 +339,55 @@ impl Sim {
         self.clear_buddies(p, v);
         if self.scheduler == SchedulerKind::Eevdf {
             self.save_lag(p, v);
+        }
+    }
+
+    /// `idle_balance` on a pCPU that just went idle (see the module docs for the gates).
+    fn idle_balance(&mut self, p: u32) {
+        let now = self.now;
+        self.pcpus[p as usize].idle_stamp = Some(now);
+        if self.pcpus[p as usize].avg_idle < MIGRATION_COST_NS {
+            return;
+        }
+        let movable = |s: &Sim, q: u32| {
+            let vc = &s.vcpus[q as usize];
+            vc.affinity == Affinity::Any && now - vc.se.exec_start >= MIGRATION_COST_NS
+        };
+        let n = self.pcpus.len() as u32;
+        let busiest = (0..n)
+            .filter(|&o| o != p && self.pcpus[o as usize].queued.iter().any(|&q| movable(self, q)))
+            .max_by_key(|&o| (self.nr_running(o), std::cmp::Reverse(o)));
+        let Some(src) = busiest else { return };
+        let queued = &self.pcpus[src as usize].queued;
+        let Some(v) = queued.iter().copied().filter(|&q| movable(self, q)).min_by_key(|&q| (self.vcpus[q as usize].se.exec_start, q)) else {
+            return;
+        };
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.update_curr(src);
+            self.save_lag(src, v);
+        }
+        self.pcpus[src as usize].queued.retain(|&q| q != v);
+        self.clear_buddies(src, v);
+        if self.scheduler == SchedulerKind::Eevdf {
+            self.place(p, v);
+        } else {
+            self.migrate(v, p);
+        }
+        self.pcpus[p as usize].queued.push(v);
+        self.pcpus[p as usize].idle_stamp = None;
+        self.schedule(p);
+    }
+
+    /// A thread is woken onto `p`: if `p` was idle, fold that idle period into `avg_idle`
+    /// (`ttwu_do_wakeup`).
+    fn account_idle_period(&mut self, p: u32) {
+        let now = self.now;
+        let rq = &mut self.pcpus[p as usize];
+        if let Some(since) = rq.idle_stamp.take() {
+            let sample = now - since;
+            // `update_avg`: avg += (sample - avg) >> 3, in signed arithmetic.
+            let avg = rq.avg_idle as i64 + ((sample as i64 - rq.avg_idle as i64) >> 3);
+            rq.avg_idle = (avg.max(0) as u64).min(2 * MIGRATION_COST_NS);
         }
     }
 

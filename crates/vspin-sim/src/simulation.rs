@@ -61,6 +61,11 @@ pub(crate) struct Pcpu {
     /// EEVDF: the current vCPU used up its slice (`update_deadline` → `resched_curr`).
     pub need_resched: bool,
     pub idle: IdleGovernor,
+    /// `rq->avg_idle`: the average length of this pCPU's idle periods, which gates
+    /// `idle_balance`.
+    pub avg_idle: u64,
+    /// `rq->idle_stamp`: when the pCPU last went idle, until a thread is woken onto it.
+    pub idle_stamp: Option<Time>,
 }
 
 pub(crate) struct Vm {
@@ -171,7 +176,18 @@ impl Sim {
             base_slice: 750_000 * factor,
         };
         let pcpus = (0..n)
-            .map(|_| Pcpu { curr: None, queued: Vec::new(), min_vruntime: 0, next: None, skip: None, tick_armed: false, need_resched: false, idle: IdleGovernor::default() })
+            .map(|_| Pcpu {
+                curr: None,
+                queued: Vec::new(),
+                min_vruntime: 0,
+                next: None,
+                skip: None,
+                tick_armed: false,
+                need_resched: false,
+                idle: IdleGovernor::default(),
+                avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
+                idle_stamp: None,
+            })
             .collect();
         let mut sim = Sim {
             now: 0,
@@ -1220,6 +1236,30 @@ mod tests {
         s.pcpus[p as usize].curr = Some(v);
         let vc = &mut s.vcpus[v as usize];
         (vc.pcpu, vc.host, vc.act, vc.halt_poll_ns) = (p, HostState::Running, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }), 10_000);
+    }
+
+    /// vCPU 0 alone on pCPU 1 blocks while vCPUs 1 and 2 wait on pCPU 0, having last run
+    /// `ran_ago` ns before; pCPU 1's idle periods have averaged `avg_idle`. Who runs on pCPU 1?
+    fn idle_pull(avg_idle: u64, ran_ago: u64) -> Option<u32> {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = \"none\"\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("", false, vm);
+        s.now = 10_000_000;
+        for v in [1, 2] {
+            let vc = &mut s.vcpus[v as usize];
+            (vc.pcpu, vc.host, vc.se.exec_start) = (0, HostState::Runnable, s.now - ran_ago);
+            s.pcpus[0].queued.push(v);
+        }
+        s.pcpus[1].avg_idle = avg_idle;
+        halting_alone(&mut s, 0, 1);
+        s.block(0, HaltReason::Idle { wake_at: 20_000_000 });
+        s.pcpus[1].curr
+    }
+
+    #[test]
+    fn an_idle_pcpu_pulls_only_a_cold_vcpu_and_only_when_its_idle_periods_are_long() {
+        assert!(idle_pull(1_000_000, 1_000_000).is_some(), "long idle periods, a cold vCPU: pulled");
+        assert_eq!(idle_pull(400_000, 1_000_000), None, "idle periods average under 0.5 ms");
+        assert_eq!(idle_pull(1_000_000, 100_000), None, "the waiting vCPUs ran 0.1 ms ago: cache-hot");
     }
 
     #[test]
