@@ -14,8 +14,9 @@
 //!   that waits for a pCPU is one. But a vCPU that was preempted in guest user mode is skipped
 //!   (the spinner is in kernel mode, as every PLE exit is here) unless an interrupt is pending
 //!   for it. The simulated guest is in user mode only in think time: computing outside any lock
-//!   and outside lock, IPI and halt code. Real think time is partly kernel (system calls, page
-//!   faults), so this filter skips somewhat more vCPUs than a real 6.8 host would.
+//!   and outside lock, IPI, halt and guest scheduler code. Real think time is partly kernel
+//!   (system calls, page faults), so this filter skips somewhat more vCPUs than a real 6.8 host
+//!   would.
 use crate::scenario::DirectedYieldKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HostState};
@@ -62,7 +63,10 @@ impl Sim {
             DirectedYieldKind::Kvm => vc.preempted,
             DirectedYieldKind::Kvm68 => {
                 let ready = vc.host == HostState::Runnable;
-                let in_user_mode = matches!(vc.act, Act::Compute { .. }) && vc.held.is_none() && vc.releasing.is_none();
+                let in_user_mode = matches!(vc.act, Act::Compute { .. })
+                    && vc.held.is_none()
+                    && vc.releasing.is_none()
+                    && !vc.computing_in_kernel;
                 ready && !(vc.preempted && in_user_mode && vc.pending_ipis.is_empty())
             }
             DirectedYieldKind::Off => false,
@@ -110,6 +114,13 @@ mod tests {
         let mut s = waiting_vcpu(Act::Compute { remaining: 1000 }, None, true);
         assert_eq!(candidate_for(&s), (true, false));
         s.vcpus[1].pending_ipis.push(0);
+        assert_eq!(candidate_for(&s), (true, true));
+    }
+
+    #[test]
+    fn a_vcpu_preempted_in_a_guest_context_switch_is_in_kernel_mode() {
+        let mut s = waiting_vcpu(Act::Compute { remaining: 1000 }, None, true);
+        s.vcpus[1].computing_in_kernel = true;
         assert_eq!(candidate_for(&s), (true, true));
     }
 

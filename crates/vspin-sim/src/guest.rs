@@ -43,7 +43,9 @@ pub(crate) enum Req {
     Halt,
     Kick(CpuId),
     Yield,
-    Compute(Nanos),
+    /// Run for `Nanos`; in guest kernel mode if the flag is set (else user mode, unless a lock
+    /// is held: a critical section is kernel code).
+    Compute(Nanos, bool),
     /// Guest idle: halt until `Nanos` from now (timer) or an interrupt.
     Sleep(Nanos),
     /// Send a synchronous IPI (TLB shootdown) to `count` vCPUs starting at vCPU `start`, skipping
@@ -125,7 +127,12 @@ impl SimCpu {
     }
 
     pub(crate) async fn compute(&self, ns: Nanos) {
-        call(Req::Compute(ns)).await;
+        call(Req::Compute(ns, false)).await;
+    }
+
+    /// Guest kernel work outside any lock (a guest context switch).
+    pub(crate) async fn kernel_compute(&self, ns: Nanos) {
+        call(Req::Compute(ns, true)).await;
     }
 
     /// The guest's clock (`ktime_get`), in ns.

@@ -330,6 +330,7 @@ impl Sim {
             ple_spun_ns: 0,
             halt_poll_ns: 0,
             halt_started: 0,
+            computing_in_kernel: false,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
@@ -609,7 +610,7 @@ impl Sim {
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
             let vc = &mut self.vcpus[v as usize];
-            if vc.access_latency > 0 && !matches!(req, Req::Compute(_) | Req::Note(_)) {
+            if vc.access_latency > 0 && !matches!(req, Req::Compute(..) | Req::Note(_)) {
                 vc.act = Act::Delayed { req, remaining: std::mem::take(&mut vc.access_latency) };
                 break;
             }
@@ -661,10 +662,11 @@ impl Sim {
                 self.watchers[w.0 as usize].push(v);
                 false
             }
-            Req::Compute(t) => {
+            Req::Compute(t, kernel) => {
                 let t = self.smt_stretched(v, t);
                 let vc = &mut self.vcpus[v as usize];
                 vc.ple_spun_ns = 0;
+                vc.computing_in_kernel = kernel;
                 vc.act = Act::Compute { remaining: t + vc.access_latency };
                 false
             }

@@ -123,6 +123,9 @@ pub(crate) struct Vcpu {
     pub halt_poll_ns: u64,
     /// When the current halt began (after its HLT exit), for the poll's adaptation.
     pub halt_started: Time,
+    /// The guest's current computation is kernel work outside any lock (for the 6.8 directed
+    /// yield's user-mode filter).
+    pub computing_in_kernel: bool,
     pub pending_ipis: Vec<u32>,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)

@@ -187,7 +187,7 @@ impl OtherThreads {
             cpu.sleep(self.blocked_until[next] - now).await;
         }
         self.blocked_until.swap_remove(next);
-        cpu.compute(switch_ns).await;
+        cpu.kernel_compute(switch_ns).await;
     }
 }
 
