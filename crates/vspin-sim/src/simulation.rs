@@ -97,7 +97,7 @@ pub struct Sim {
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
     pub(crate) pcpus: Vec<Pcpu>,
-    topology: Topology,
+    pub(crate) topology: Topology,
     pub(crate) idle_states: Vec<IdleState>,
     pub(crate) vcpus: Vec<Vcpu>,
     pub(crate) vms: Vec<Vm>,
@@ -1242,9 +1242,9 @@ mod tests {
 
     /// vCPU 0 alone on pCPU 1 blocks while vCPUs 1 and 2 wait on pCPU 0, having last run
     /// `ran_ago` ns before; pCPU 1's idle periods have averaged `avg_idle`. Who runs on pCPU 1?
-    fn idle_pull(avg_idle: u64, ran_ago: u64) -> Option<u32> {
+    fn idle_pull(scheduler: &str, avg_idle: u64, ran_ago: u64) -> Option<u32> {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = \"none\"\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("", false, vm);
+        let mut s = host(&format!("scheduler = \"{scheduler}\""), false, vm);
         s.now = 10_000_000;
         for v in [1, 2] {
             let vc = &mut s.vcpus[v as usize];
@@ -1259,9 +1259,25 @@ mod tests {
 
     #[test]
     fn an_idle_pcpu_pulls_only_a_cold_vcpu_and_only_when_its_idle_periods_are_long() {
-        assert!(idle_pull(1_000_000, 1_000_000).is_some(), "long idle periods, a cold vCPU: pulled");
-        assert_eq!(idle_pull(400_000, 1_000_000), None, "idle periods average under 0.5 ms");
-        assert_eq!(idle_pull(1_000_000, 100_000), None, "the waiting vCPUs ran 0.1 ms ago: cache-hot");
+        assert!(idle_pull("cfs", 1_000_000, 1_000_000).is_some(), "long idle periods, a cold vCPU: pulled");
+        assert_eq!(idle_pull("cfs", 400_000, 1_000_000), None, "3.19: idle periods average under 0.5 ms");
+        assert_eq!(idle_pull("cfs", 1_000_000, 100_000), None, "the waiting vCPUs ran 0.1 ms ago: cache-hot");
+        assert!(idle_pull("eevdf", 400_000, 1_000_000).is_some(), "6.8: the gate is a balance pass's cost");
+        assert_eq!(idle_pull("eevdf", 5_000, 1_000_000), None, "6.8: idle periods shorter than a pass");
+    }
+
+    #[test]
+    fn a_vcpu_preempted_in_its_hlt_exit_keeps_its_ipis_for_the_halt_decision() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("", false, vm);
+        let vc = &mut s.vcpus[0];
+        (vc.pcpu, vc.host, vc.act) = (0, HostState::Runnable, Act::Halted(HaltReason::LockWait));
+        vc.host_work = Some(super::HostWork { remaining: 100, after: super::After::HaltBlock });
+        vc.pending_ipis.push(1);
+        s.pcpus[0].queued.push(0);
+        s.schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0));
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for halt_block, which re-enters to handle it");
     }
 
     #[test]
