@@ -375,13 +375,7 @@ impl Sim {
             match ev {
                 Event::SegmentEnd { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.segment_end(vcpu),
                 Event::SpinCheck { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.spin_check(vcpu),
-                Event::GuestTimer { vcpu, gen } if self.vcpus[vcpu as usize].timer_gen == gen => {
-                    if self.vcpus[vcpu as usize].host == HostState::Blocked {
-                        self.wake(vcpu);
-                    } else if self.polling(vcpu) {
-                        self.poll_succeeds(vcpu);
-                    }
-                }
+                Event::GuestTimer { vcpu, gen } => self.guest_timer(vcpu, gen),
                 Event::Tick { pcpu } => self.tick(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {
@@ -900,6 +894,18 @@ impl Sim {
         }
     }
 
+    /// The guest timer of halt `gen` fires: it ends the halt, blocked or polling.
+    fn guest_timer(&mut self, v: u32, gen: u32) {
+        if self.vcpus[v as usize].timer_gen != gen {
+            return;
+        }
+        if self.vcpus[v as usize].host == HostState::Blocked {
+            self.wake(v);
+        } else if self.polling(v) {
+            self.poll_succeeds(v);
+        }
+    }
+
     /// Whether the vCPU's thread is polling in `kvm_vcpu_halt` (on its pCPU, the guest halted).
     pub(crate) fn polling(&self, v: u32) -> bool {
         let vc = &self.vcpus[v as usize];
@@ -1278,6 +1284,62 @@ mod tests {
         s.schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(0));
         assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for halt_block, which re-enters to handle it");
+    }
+
+    #[test]
+    fn a_kick_forces_an_exit_only_on_a_vcpu_in_guest_mode() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("", false, vm);
+        s.pcpus[1].curr = Some(1);
+        let vc = &mut s.vcpus[1];
+        (vc.pcpu, vc.host, vc.act) = (1, HostState::Running, Act::Compute { remaining: 1000 });
+        s.kick(1);
+        let c = &s.costs;
+        assert_eq!(s.vcpus[1].host_work.map(|hw| hw.remaining), Some(c.vm_exit + c.vm_entry));
+        assert!(s.vcpus[1].pv_unhalted);
+        // One on a run queue sees the request at its next entry, at no extra cost.
+        s.vcpus[0].host = HostState::Runnable;
+        s.kick(0);
+        assert!(s.vcpus[0].host_work.is_none() && s.vcpus[0].pv_unhalted);
+    }
+
+    #[test]
+    fn a_yield_that_keeps_the_pcpu_pays_one_entry_after_schedule() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("", false, vm);
+        s.pcpus[0].curr = Some(0);
+        let vc = &mut s.vcpus[0];
+        (vc.pcpu, vc.host, vc.act) = (0, HostState::Running, Act::Ready);
+        s.after_host_work(0, super::After::PleDone { yielded: true });
+        assert_eq!(s.pcpus[0].curr, Some(0), "nothing else to run: picked again");
+        assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_entry));
+    }
+
+    #[test]
+    fn an_ipi_a_guest_timer_or_a_peer_wake_ends_a_halt_poll() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        for source in ["ipi", "timer", "peer"] {
+            let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
+            halting_alone(&mut s, 1, 1);
+            s.halt_block(1);
+            assert!(s.polling(1), "{source}: polls");
+            match source {
+                "ipi" => s.deliver_ipi(0, 1),
+                "timer" => {
+                    s.now = 1_000_000;
+                    let gen = s.vcpus[1].timer_gen;
+                    s.guest_timer(1, gen);
+                }
+                _ => {
+                    s.pcpus[0].curr = Some(0);
+                    let vc = &mut s.vcpus[0];
+                    (vc.pcpu, vc.host) = (0, HostState::Running);
+                    s.wake_peer(0, 1);
+                }
+            }
+            assert!(!s.polling(1), "{source}: the poll ended");
+            assert_eq!(s.vcpus[1].host, HostState::Running, "{source}: without blocking");
+        }
     }
 
     #[test]
