@@ -1239,11 +1239,17 @@ mod tests {
         s
     }
 
-    /// `v` alone on pCPU `p`, just out of an HLT exit for an idle sleep.
-    fn halting_alone(s: &mut Sim, v: u32, p: u32) {
+    /// `v` running on pCPU `p`, its guest doing `act`.
+    fn running(s: &mut Sim, v: u32, p: u32, act: Act) {
         s.pcpus[p as usize].curr = Some(v);
         let vc = &mut s.vcpus[v as usize];
-        (vc.pcpu, vc.host, vc.act, vc.halt_poll_ns) = (p, HostState::Running, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }), 10_000);
+        (vc.pcpu, vc.host, vc.act) = (p, HostState::Running, act);
+    }
+
+    /// `v` alone on pCPU `p`, just out of an HLT exit for an idle sleep.
+    fn halting_alone(s: &mut Sim, v: u32, p: u32) {
+        running(s, v, p, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }));
+        s.vcpus[v as usize].halt_poll_ns = 10_000;
     }
 
     /// vCPU 0 alone on pCPU 1 blocks while vCPUs 1 and 2 wait on pCPU 0, having last run
@@ -1290,9 +1296,7 @@ mod tests {
     fn a_kick_forces_an_exit_only_on_a_vcpu_in_guest_mode() {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
         let mut s = host("", false, vm);
-        s.pcpus[1].curr = Some(1);
-        let vc = &mut s.vcpus[1];
-        (vc.pcpu, vc.host, vc.act) = (1, HostState::Running, Act::Compute { remaining: 1000 });
+        running(&mut s, 1, 1, Act::Compute { remaining: 1000 });
         s.kick(1);
         let c = &s.costs;
         assert_eq!(s.vcpus[1].host_work.map(|hw| hw.remaining), Some(c.vm_exit + c.vm_entry));
@@ -1307,9 +1311,7 @@ mod tests {
     fn a_yield_that_keeps_the_pcpu_pays_one_entry_after_schedule() {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
         let mut s = host("", false, vm);
-        s.pcpus[0].curr = Some(0);
-        let vc = &mut s.vcpus[0];
-        (vc.pcpu, vc.host, vc.act) = (0, HostState::Running, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
         s.after_host_work(0, super::After::PleDone { yielded: true });
         assert_eq!(s.pcpus[0].curr, Some(0), "nothing else to run: picked again");
         assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_entry));
@@ -1331,9 +1333,7 @@ mod tests {
                     s.guest_timer(1, gen);
                 }
                 _ => {
-                    s.pcpus[0].curr = Some(0);
-                    let vc = &mut s.vcpus[0];
-                    (vc.pcpu, vc.host) = (0, HostState::Running);
+                    running(&mut s, 0, 0, Act::Ready);
                     s.wake_peer(0, 1);
                 }
             }
