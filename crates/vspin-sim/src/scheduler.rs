@@ -206,8 +206,7 @@ impl Sim {
         }
         // A vCPU preempted in its HLT exit keeps its IPIs for `halt_block`, which then re-enters
         // to handle them (the interrupt ends a `safe_halt`) instead of blocking.
-        let halting = self.vcpus[v as usize].host_work.is_some_and(|hw| hw.after == After::HaltBlock);
-        if !halting {
+        if !self.in_hlt_exit(v) {
             self.handle_pending_ipis(v);
         }
         self.on_switched_in(v);

@@ -896,14 +896,32 @@ impl Sim {
 
     /// The guest timer of halt `gen` fires: it ends the halt, blocked or polling.
     fn guest_timer(&mut self, v: u32, gen: u32) {
-        if self.vcpus[v as usize].timer_gen != gen {
-            return;
+        if self.vcpus[v as usize].timer_gen == gen {
+            self.end_halt(v);
         }
+    }
+
+    /// Whether the vCPU's thread waits in `kvm_vcpu_halt`, blocked or polling.
+    fn in_halt(&self, v: u32) -> bool {
+        self.vcpus[v as usize].host == HostState::Blocked || self.polling(v)
+    }
+
+    /// A wake-up for a vCPU in `kvm_vcpu_halt`: a blocked thread is made runnable, a polling
+    /// one re-enters. Returns whether the vCPU was in a halt.
+    fn end_halt(&mut self, v: u32) -> bool {
         if self.vcpus[v as usize].host == HostState::Blocked {
             self.wake(v);
         } else if self.polling(v) {
             self.poll_succeeds(v);
+        } else {
+            return false;
         }
+        true
+    }
+
+    /// Whether the vCPU is in its HLT exit, before `halt_block` decides.
+    pub(crate) fn in_hlt_exit(&self, v: u32) -> bool {
+        self.vcpus[v as usize].host_work.is_some_and(|hw| hw.after == After::HaltBlock)
     }
 
     /// Whether the vCPU's thread is polling in `kvm_vcpu_halt` (on its pCPU, the guest halted).
@@ -994,11 +1012,7 @@ impl Sim {
         t.kicked = true;
         t.pv_unhalted = true;
         let in_guest = t.host == HostState::Running && t.host_work.is_none();
-        if t.host == HostState::Blocked {
-            self.wake(target);
-        } else if self.polling(target) {
-            self.poll_succeeds(target);
-        } else if in_guest {
+        if !self.end_halt(target) && in_guest {
             self.interrupt(target);
             let c = &self.costs;
             self.vcpus[target as usize].host_work = Some(HostWork { remaining: c.vm_exit + c.vm_entry, after: After::Nothing });
@@ -1030,7 +1044,7 @@ impl Sim {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n) = (vm.first_vcpu, vm.vcpus);
         let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
-            t != v && (self.vcpus[t as usize].host == HostState::Blocked || self.polling(t))
+            t != v && self.in_halt(t)
                 && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
         });
         let vc = &mut self.vcpus[v as usize];
@@ -1041,11 +1055,7 @@ impl Sim {
         vc.act = Act::Ready;
         vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
         self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
-        if self.polling(t) {
-            self.poll_succeeds(t);
-        } else {
-            self.wake(t);
-        }
+        self.end_halt(t);
         false
     }
 
@@ -1053,8 +1063,8 @@ impl Sim {
     /// entry on the target), at its next switch-in if preempted, after a wake-up if halted; one
     /// arriving during an HLT exit keeps the halt from blocking.
     fn deliver_ipi(&mut self, from: u32, to: u32) {
+        let halting = self.in_hlt_exit(to);
         let t = &mut self.vcpus[to as usize];
-        let halting = t.host_work.is_some_and(|hw| hw.after == After::HaltBlock);
         t.pending_ipis.push(from);
         let (host, polling) = (t.host, self.polling(to));
         match host {
@@ -1355,7 +1365,6 @@ mod tests {
         assert!(!s.polling(thread) && s.vcpus[thread as usize].host == HostState::Blocked);
     }
 
-
     #[test]
     fn the_ple_gap_threshold_is_the_first_stall_longer_than_the_gap() {
         assert_eq!(stall_exceeding(128, 2.4), 54, "53 ns is 127.2 cycles, 54 ns is 129.6");
@@ -1365,9 +1374,8 @@ mod tests {
 
     /// The poll `vcpu->halt_poll_ns` becomes after a halt of `halted` ns that began with `poll`.
     fn poll_after(poll: u64, halted: u64) -> u64 {
-        let text = "duration_ms = 1\n[host]\ncores_per_socket = 1\n[hypervisor]\nhalt_poll = { max_ns = 200000 }\n\
-                    [[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
         s.now = 1_000_000 + halted;
         (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, 1_000_000);
         s.adapt_halt_poll(0);
