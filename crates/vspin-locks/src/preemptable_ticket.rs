@@ -10,15 +10,20 @@
 //!
 //! ```text
 //!   word = [ tail:B | 0 | slowpath:1 | locked:1 | 0:B | head:B ]    (B = ticket bits, 16 or 8)
+//!   at rest (nobody holds or waits): head == tail, nothing else set; an unlock that leaves the
+//!   lock at rest puts the tickets back at 0, so an idle lock is usually the word 0
 //!
-//!   lock:   t = xadd(tail, 1).tail;  N = t − head
+//!   lock:   fast: cas(0 → tail 1 | locked) ──ok──▶ HELD        (ticket 0 drawn and lock taken)
+//!           slow: t = xadd(tail, 1).tail;  N = t − head
 //!           while N > 0 (mod 2^B, "ahead of me"):
 //!               spin ≤ N·t PAUSEs until head moves ──moved──▶ recompute N
 //!                                       │ timed out
 //!                                       ▼
 //!           COMPETE: repeat { spin until locked == 0; set locked (atomic) } until it was 0 ─▶ HELD
-//!   unlock: xadd(word, 1 − locked): head += 1 and locked cleared by one add
-//!           (if head wrapped, its carry went to the spare bits above it: clear them)
+//!   unlock: fast: word == tail 1 | locked && cas(it → 0) ──ok──▶ done  (the only ticket: rest)
+//!           slow: xadd(word, 1 − locked): head += 1 and locked cleared by one add
+//!                 (if head wrapped, its carry went to the spare bits above it: clear them)
+//!                 if that left the lock at rest: cas(it → 0)
 //! ```
 //!
 //! Decisions (see the module constants):
@@ -32,17 +37,29 @@
 //!   and of the authors' later compact patch (`pmtlock_timeout_shift = 14`); their v3.0 port to
 //!   Linux 4.0 lowered it to 2^8. The paper reports that performance is not sensitive to `t`;
 //!   `vspin reproduce pticket` sweeps it.
-//! - The unlock advances `head` and clears `locked` with one `add`, as the authors' compact patch
-//!   (`1-pmtlock-compact.patch`) does: it keeps `locked` in head's low bit and steps tickets by
-//!   2; here the holder knows `locked` is set, so adding `1 − locked` to the word does both,
-//!   without halving the ticket space. The v1.0, v2.0 and v3.0 patches use two atomics, an `add`
-//!   to `head` and an `xchg` of a separate lock word (`lock`, later `acquired`). When `head` wraps,
-//!   the add carries into the spare bits above it, which no field reads; the unlocker that
-//!   wrapped it clears them in its slow path. The lock keeps the patch's order, `xadd` first,
-//!   then `locked`: three locked instructions per uncontended lock+unlock, one more than a ticket
-//!   lock. A trylock-first fast path (read the word; if idle, take it with one compare-exchange)
-//!   makes it two, but adds a read before every contended `xadd`, which changed the simulated
-//!   lock's behaviour under contention (`docs/real-locks.md`), so it is not used.
+//! - The unlock's slow path advances `head` and clears `locked` with one `add`, as the authors'
+//!   compact patch (`1-pmtlock-compact.patch`) does: it keeps `locked` in head's low bit and
+//!   steps tickets by 2; here the holder knows `locked` is set, so adding `1 − locked` to the
+//!   word does both, without halving the ticket space. The v1.0, v2.0 and v3.0 patches use two
+//!   atomics, an `add` to `head` and an `xchg` of a separate lock word (`lock`, later
+//!   `acquired`). When `head` wraps, the add carries into the spare bits above it, which no
+//!   field reads; the unlocker that wrapped it clears them in its slow path.
+//! - **Resting at zero** (our addition; no patch has it). The patch's uncontended lock+unlock is
+//!   three locked instructions (`xadd` tail, set `locked`, add to the word) where a
+//!   compare-exchange mutex makes two, which made it the slowest user-space lock here when
+//!   uncontended (`docs/real-locks.md`). Here an uncontended pair is two compare-exchanges
+//!   expecting known words, as `queued_spin_lock`'s fast path expects 0: `0 → tail 1 | locked`
+//!   and back (the unlock reads the word first and tries only if it is that one). That needs an idle lock to be the word 0, so an unlock that leaves the lock at
+//!   rest resets the tickets to 0; this is safe because at rest no ticket is outstanding (each
+//!   holder drew one ticket and `head` counts the unlocks), so no waiter holds a number the
+//!   reset could confuse. A compare-exchange that fails takes the line exclusive just as the
+//!   `xadd` would, so a contended lock pays one more locked instruction on a line it then owns,
+//!   not another cache-line transfer; a read-first trylock (tried before) paid a shared read and
+//!   then an upgrade for every queued waiter. The unlock, whose line its spinners share, reads
+//!   before it tries: a failed compare-exchange there would be a write that sends every spinner
+//!   to re-read, for nothing. The queueing protocol (tickets,
+//!   timeouts, the `locked` competition) is the patch's, unchanged; tickets now wrap only in a
+//!   contention episode of 2^B acquisitions, which the interleaving tests still reach.
 //! - `tail` is the top B bits of the 64-bit word rather than right above `head`: as in the
 //!   [`ticket`](crate::ticket) lock, the `xadd` on it is then one `fetch_add` on real threads
 //!   instead of a compare-exchange loop. The algorithm only reads and adds to the fields.
@@ -76,27 +93,28 @@ impl<const BITS: u32> Layout<BITS> {
         (distance < 1 << (BITS - 1)).then_some(distance)
     }
 
-    /// Whether a ticket drawn from the word `old` has waiters ahead of it. If not, each variant's
-    /// `lock_fast` competes for `locked` at once. That fast path is written out in both rather
-    /// than shared as an `async fn` here, whose future the compiler polled out of line (see
-    /// "No executor on the fast path" in [`native`](crate::native)).
-    pub(crate) fn must_wait(old: u64) -> bool {
-        matches!(Self::ahead(Self::TAIL.get(old), Self::HEAD.get(old)), Some(1..))
+    /// The word of a lock taken from rest at 0: ticket 0 drawn (tail 1, head 0) and `locked`.
+    /// Both fast paths expect it (see "Resting at zero").
+    pub(crate) const HELD_ALONE: u64 = Self::TAIL.with(Self::LOCKED, 1);
+
+    /// Whether `word` is at rest: nobody holds or waits (head == tail) and no other bit is set.
+    pub(crate) fn at_rest(word: u64) -> bool {
+        let head = Self::HEAD.get(word);
+        word == Self::TAIL.with(head, head)
     }
 
     /// Whether the unlock that returned the word `old` wrapped `head`, carrying into
-    /// [`CARRY`](Self::CARRY) (a plain function, like `must_wait`, for the same reason).
+    /// [`CARRY`](Self::CARRY) (a plain function rather than an `async fn`: see "No executor on
+    /// the fast path" in [`native`](crate::native)).
     pub(crate) fn wrapped(old: u64) -> bool {
         Self::HEAD.get(old) == Self::HEAD.mask()
     }
 
-    /// The start of both slow paths: if the ticket drawn from `old` had waiters ahead, wait for
-    /// its turn or a timeout (the queueing phase), then compete once for `locked`: true if that
-    /// won. If it had none, the fast path (`lock_fast`) has competed already and lost: false.
-    pub(crate) async fn wait_turn_and_take<P: Platform>(p: &P, word: &P::Word, old: u64, timeout_unit: u64) -> bool {
-        if !Self::must_wait(old) {
-            return false;
-        }
+    /// The start of both slow paths, after the fast path found the lock not at 0: draw a ticket,
+    /// wait for its turn or a timeout (the queueing phase), then compete once for `locked`: true
+    /// if that won.
+    pub(crate) async fn queue_and_take<P: Platform>(p: &P, word: &P::Word, timeout_unit: u64) -> bool {
+        let old = p.fetch_add_field(word, Self::TAIL, 1).await;
         let ticket = Self::TAIL.get(old);
         let mut head = Self::HEAD.get(old);
         while let Some(ahead @ 1..) = Self::ahead(ticket, head) {
@@ -106,6 +124,14 @@ impl<const BITS: u32> Layout<BITS> {
             }
         }
         Self::try_take(p, word).await
+    }
+
+    /// The end of both unlock slow paths: if the unlock left the word `after`, and that is at
+    /// rest, put the tickets back at 0 for the next fast path (unless someone came in between).
+    pub(crate) async fn rest_at_zero<P: Platform>(p: &P, word: &P::Word, after: u64) {
+        if after != 0 && Self::at_rest(after) {
+            let _ = p.compare_exchange(word, after, 0).await;
+        }
     }
 
     /// Take the lock if nobody holds or waits for it: from `head == tail` with `locked` clear,
@@ -140,25 +166,21 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     const NAME: &'static str = "preemptable-ticket";
     /// FIFO only while no waiter times out; the simulator counts overtakes instead of failing.
     const FIFO: bool = false;
-    type Contended = u64;
-    /// The unlock wrapped `head`: clear its carry.
+    /// The fast path found the lock not at 0.
+    type Contended = ();
+    /// The lock was not held alone.
     type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
-        let old = p.fetch_add_field(&self.word, Layout::<BITS>::TAIL, 1).await;
-        if !Layout::<BITS>::must_wait(old) && Layout::<BITS>::try_take(p, &self.word).await {
-            Ok(())
-        } else {
-            Err(old)
-        }
+    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+        p.compare_exchange(&self.word, 0, Layout::<BITS>::HELD_ALONE).await.map(drop).map_err(drop)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
-        if Layout::<BITS>::wait_turn_and_take(p, &self.word, old, self.timeout_unit).await {
+    async fn lock_slow(&self, p: &P, (): ()) {
+        if Layout::<BITS>::queue_and_take(p, &self.word, self.timeout_unit).await {
             return;
         }
         loop {
@@ -170,16 +192,21 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     }
 
     async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
-        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
-        if Layout::<BITS>::wrapped(old) {
-            Err(())
+        if p.load(&self.word).await == Layout::<BITS>::HELD_ALONE {
+            p.compare_exchange(&self.word, Layout::<BITS>::HELD_ALONE, 0).await.map(drop).map_err(drop)
         } else {
-            Ok(())
+            Err(())
         }
     }
 
     async fn unlock_slow(&self, p: &P, (): ()) {
-        p.fetch_and(&self.word, !Layout::<BITS>::CARRY).await;
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
+        let mut after = old.wrapping_add(Layout::<BITS>::UNLOCK);
+        if Layout::<BITS>::wrapped(old) {
+            p.fetch_and(&self.word, !Layout::<BITS>::CARRY).await;
+            after &= !Layout::<BITS>::CARRY;
+        }
+        Layout::<BITS>::rest_at_zero(p, &self.word, after).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

@@ -5,23 +5,27 @@
 //! a waiter competes for `locked`; once it has spun `SPIN_THRESHOLD` PAUSEs on one unbroken
 //! stretch of `locked` held (each time it sees the lock free and loses the race, the count starts
 //! again), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting
-//! mask, sets the lock's slow-path bit, re-checks `locked` (the pickup race) and halts. Unlock advances `head`
-//! and releases `locked` with one add (see the plain lock); if the slow-path bit was set, it
-//! clears the bit, then kicks every CPU waiting for this lock. Woken waiters compete again. None
+//! mask, sets the lock's slow-path bit, re-checks `locked` (the pickup race) and halts. An
+//! uncontended lock and unlock are the plain lock's two compare-exchanges from and back to rest
+//! at 0; the unlock's slow path (taken whenever the word is not that of a lone holder, so always
+//! when the slow-path bit is set) advances `head` and releases `locked` with one add; if the
+//! slow-path bit was set, it clears the bit, then kicks every CPU waiting for this lock. Woken waiters compete again. None
 //! is lost: a waiter joins the waiting mask before it sets the bit, so one whose bit the unlock
 //! cleared is in the mask when the unlock scans it (at worst woken spuriously, if a new holder
 //! came in between); a waiter that sets the bit after the release either sees `locked == 0` in
 //! its pickup check and does not halt, or sees a new holder, whose unlock will find the bit.
 //!
 //! ```text
-//!   lock:   queue (as preemptable ticket) ─▶ COMPETE ─won─▶ HELD
+//!   lock:   cas(0 → tail 1 | locked) ──ok──▶ HELD             (as the preemptable ticket lock)
+//!           queue (as preemptable ticket) ─▶ COMPETE ─won─▶ HELD
 //!                                               │ 2^15 PAUSEs with `locked` held
 //!                                               ▼
 //!           wait slot = lock; waiting_cpus |= me; word |= SLOWPATH; locked ? HALT : retry
 //!           HALTED ──kick (unlock) or interrupt──▶ COMPETE
-//!   unlock: old = xadd(word, 1 − LOCKED)       (head += 1 and LOCKED cleared: released)
+//!   unlock: word == tail 1 | locked && cas(it → 0) ──ok──▶ done
+//!           old = xadd(word, 1 − LOCKED)       (head += 1 and LOCKED cleared: released)
 //!           if old & SLOWPATH: clear SLOWPATH; kick every CPU whose wait slot is this lock
-//!           (and if head wrapped, clear its carry, as the preemptable ticket lock does)
+//!           (and if head wrapped, clear its carry; if at rest, back to 0: the plain lock's steps)
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::preemptable_ticket::{Layout, TIMEOUT_UNIT};
@@ -75,25 +79,21 @@ impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
 impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P, BITS> {
     const NAME: &'static str = "pv-preemptable-ticket";
     const FIFO: bool = false;
-    type Contended = u64;
-    /// The word before the unlock's add: the slow-path bit was set, or `head` wrapped.
-    type Waiters = u64;
+    /// The fast path found the lock not at 0.
+    type Contended = ();
+    /// The lock was not held alone (there may be halted waiters to kick).
+    type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
         PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
-        let old = p.fetch_add_field(&self.word, Layout::<BITS>::TAIL, 1).await;
-        if !Layout::<BITS>::must_wait(old) && Layout::<BITS>::try_take(p, &self.word).await {
-            Ok(())
-        } else {
-            Err(old)
-        }
+    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+        p.compare_exchange(&self.word, 0, Layout::<BITS>::HELD_ALONE).await.map(drop).map_err(drop)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
-        if Layout::<BITS>::wait_turn_and_take(p, &self.word, old, self.timeout_unit).await {
+    async fn lock_slow(&self, p: &P, (): ()) {
+        if Layout::<BITS>::queue_and_take(p, &self.word, self.timeout_unit).await {
             return;
         }
         loop {
@@ -107,25 +107,29 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
-        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
-        if old & Layout::<BITS>::SLOWPATH == 0 && !Layout::<BITS>::wrapped(old) {
-            Ok(())
+    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
+        if p.load(&self.word).await == Layout::<BITS>::HELD_ALONE {
+            p.compare_exchange(&self.word, Layout::<BITS>::HELD_ALONE, 0).await.map(drop).map_err(drop)
         } else {
-            Err(old)
+            Err(())
         }
     }
 
-    async fn unlock_slow(&self, p: &P, old: u64) {
+    async fn unlock_slow(&self, p: &P, (): ()) {
+        let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
         // Clear the slow-path bit only if this unlock saw it, and then kick everyone in the mask
         // (including a waiter whose later setting of the bit this clears). A bit set after the
         // add and not seen here is the next holder's to act on.
         let halted = old & Layout::<BITS>::SLOWPATH;
         let carry = if Layout::<BITS>::wrapped(old) { Layout::<BITS>::CARRY } else { 0 };
-        p.fetch_and(&self.word, !(halted | carry)).await;
+        if halted | carry != 0 {
+            p.fetch_and(&self.word, !(halted | carry)).await;
+        }
         if halted != 0 {
             self.kick_waiters(p).await;
         }
+        let after = old.wrapping_add(Layout::<BITS>::UNLOCK) & !(halted | carry);
+        Layout::<BITS>::rest_at_zero(p, &self.word, after).await;
     }
 
     async fn try_lock(&self, p: &P) -> bool {

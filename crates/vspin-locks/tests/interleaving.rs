@@ -22,8 +22,11 @@ struct Machine {
     slots: Vec<usize>,
     halted: RefCell<Vec<bool>>,
     pv_unhalted: RefCell<Vec<bool>>,
-    /// CPUs in the order they took a ticket (an add to the lock word's upper field).
+    /// CPUs in the order they took a ticket: an add to the lock word's upper field, or a
+    /// compare-exchange that draws ticket 0 from a lock at rest at 0 (the preemptable locks).
     ticket_order: RefCell<Vec<u32>>,
+    /// Adds to the lock word's upper field that wrapped it.
+    tail_wraps: Cell<u32>,
     /// CPUs in the order they made themselves a qspinlock's queue tail (a CAS that writes their
     /// tail code, `cpu + 1` in bits 18.., over another), and which of them are still queued.
     queue_order: RefCell<Vec<u32>>,
@@ -104,6 +107,8 @@ impl Platform for Cpu {
         step().await;
         if *w == self.m.lock_word.get() && field.shift > 0 {
             self.m.ticket_order.borrow_mut().push(self.id);
+            let old = self.m.words.borrow()[*w];
+            self.m.tail_wraps.set(self.m.tail_wraps.get() + (field.get(old) + delta > field.mask()) as u32);
         }
         self.rmw(w, |v| field.add(v, delta))
     }
@@ -124,6 +129,9 @@ impl Platform for Cpu {
         let seen = self.rmw(w, |v| if v == old { new } else { v });
         let my_tail = (self.id as u64 + 1) << 18;
         let tail = |v: u64| v & 0xffff_0000;
+        if *w == self.m.lock_word.get() && seen == 0 && old == 0 && new >> 48 != 0 {
+            self.m.ticket_order.borrow_mut().push(self.id);
+        }
         if *w == self.m.lock_word.get() && seen == old && tail(new) == my_tail && tail(old) != my_tail {
             self.m.queue_order.borrow_mut().push(self.id);
             self.m.queued.borrow_mut()[self.id as usize] = true;
@@ -213,6 +221,7 @@ struct Outcome {
     /// stealing; in the native qspinlock also a `pending` CPU that got in before the queue).
     steals: u32,
     halts: u32,
+    tail_wraps: u32,
     /// The lock word once every CPU is done.
     final_word: u64,
 }
@@ -231,6 +240,7 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
         queue_order: RefCell::new(Vec::new()),
         queued: RefCell::new(vec![false; cpus as usize]),
         halts: Cell::new(0),
+        tail_wraps: Cell::new(0),
         lock_word: Cell::new(usize::MAX),
         nr: cpus,
     });
@@ -305,6 +315,7 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
         queued_acquisitions: queued_acquisitions.take(),
         steals: steals.get(),
         halts: m.halts.get(),
+        tail_wraps: m.tail_wraps.get(),
         final_word,
     }
 }
@@ -356,42 +367,58 @@ fn pv_ticket_is_fifo_across_the_wrap_and_loses_no_wakeup() {
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
 }
 
+/// Whether both widths of a preemptable lock wrapped their tickets in some run: an idle lock
+/// rests at 0, so tickets wrap only within a contention episode, and the tests must reach one.
+fn assert_wrapped(runs: &[(Outcome, Outcome)]) {
+    let wraps = |narrow: bool| runs.iter().map(|(w, n)| if narrow { n.tail_wraps } else { w.tail_wraps }).sum::<u32>();
+    assert!(wraps(false) > 0 && wraps(true) > 0, "tickets never wrapped (16-bit: {}, 8-bit: {})", wraps(false), wraps(true));
+}
+
 #[test]
 fn preemptable_ticket_is_fifo_without_preemption() {
+    let mut runs = Vec::new();
     for seed in 1..=8 {
         let (wide, narrow) = (run::<PreemptableTicketLock<Cpu>>(4, 60, WRAP16, seed, false), run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, false));
         assert_fifo(&wide);
         assert_fifo(&narrow);
         assert_preemptable_at_rest::<16>(&wide);
         assert_preemptable_at_rest::<8>(&narrow);
+        runs.push((wide, narrow));
     }
+    assert_wrapped(&runs);
 }
 
 #[test]
 fn preemptable_ticket_overtakes_preempted_waiters_safely_across_the_wrap() {
     let mut overtakes = 0;
+    let mut runs = Vec::new();
     for seed in 1..=8 {
         let (wide, narrow) = (run::<PreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true), run::<PreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true));
         assert_preemptable_at_rest::<16>(&wide);
         assert_preemptable_at_rest::<8>(&narrow);
-        for o in [wide, narrow] {
+        for o in [&wide, &narrow] {
             overtakes += (o.acquisitions != o.ticket_order) as u32;
         }
+        runs.push((wide, narrow));
     }
     assert!(overtakes > 0, "preemption never made a waiter time out: the test does not exercise timeouts");
+    assert_wrapped(&runs);
 }
 
 #[test]
 fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
     let mut halts = 0;
+    let mut runs = Vec::new();
     for seed in 1..=8 {
         let (wide, narrow) = (run::<PvPreemptableTicketLock<Cpu>>(4, 80, WRAP16, seed, true), run::<PvPreemptableTicketLock<Cpu, 8>>(4, 100, WRAP8, seed, true));
         assert_preemptable_at_rest::<16>(&wide);
         assert_preemptable_at_rest::<8>(&narrow);
         halts += wide.halts + narrow.halts;
         assert_fifo(&run::<PvPreemptableTicketLock<Cpu, 8>>(3, 100, WRAP8, seed, false));
+        runs.push((wide, narrow));
     }
     assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+    assert_wrapped(&runs);
 }
 
 #[test]
