@@ -89,10 +89,14 @@ impl Profile {
                 wake_probability: 0.5,
                 ..base(2_000.0, 250.0, 16, 0.5)
             },
+            // One record: copy a 512 KiB chunk into a fresh buffer whose freed top glibc
+            // returns with madvise(MADV_DONTNEED): ~96 page faults and ~96 pages freed, moved
+            // on and off the one zone's LRU 14 pages per `lru_lock` hold (~15 holds), and one
+            // TLB flush to every vCPU of the mm. docs/calibration.md, row "ebizzy".
             Preset::Ebizzy => Profile {
-                shootdown_probability: 0.05,
+                shootdown_probability: 1.0 / 15.0,
                 shootdown_targets: u32::MAX,
-                ..base(20_000.0, 500.0, 4, 2.0)
+                ..base(20_000.0, 1_000.0, 1, 0.0)
             },
             Preset::Dvdstore => Profile {
                 block_probability: 0.05,
