@@ -31,3 +31,15 @@ def test_wilson_interval_is_wide_for_few_events_and_narrow_for_many():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     lo, hi = wilson_interval(0, 12)
     assert lo == 0.0 and 0.24 < hi < 0.25
+
+
+def test_variance_ratio_interval_separates_only_clearly_different_spreads():
+    from vspin.experiments.pticket import cv_ratio_interval
+
+    steady = [100.0 + (i % 5) for i in range(50)]
+    erratic = [100.0 + 40 * (i % 5) for i in range(50)]
+    ratio, lo, hi = cv_ratio_interval(steady, erratic)
+    assert hi < 1 and lo <= ratio <= hi
+    ratio, lo, hi = cv_ratio_interval(erratic, list(reversed(erratic)))
+    assert ratio == 1 and lo < 1 < hi, "equal spreads are undecided"
+    assert cv_ratio_interval(steady, erratic) == cv_ratio_interval(steady, erratic), "a fixed bootstrap stream"
