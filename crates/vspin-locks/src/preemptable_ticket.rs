@@ -233,4 +233,17 @@ mod tests {
         assert_eq!(L8::ahead(255, 1), None, "head wrapped past the ticket");
         assert_eq!(Layout::<16>::ahead(3, 0xfffe), Some(5));
     }
+
+    #[test]
+    fn a_lock_is_at_rest_only_with_head_at_tail_and_nothing_else_set() {
+        type L8 = Layout<8>;
+        let rest = L8::TAIL.with(L8::HEAD.with(0, 7), 7);
+        assert!(L8::at_rest(0) && L8::at_rest(rest));
+        assert!(!L8::at_rest(L8::TAIL.add(rest, 1)), "a ticket outstanding");
+        assert!(!L8::at_rest(rest | L8::LOCKED) && !L8::at_rest(rest | L8::SLOWPATH));
+        assert!(!L8::at_rest(rest | 1 << 8), "head's carry not yet cleared");
+        assert_eq!((L8::TAIL.get(L8::HELD_ALONE), L8::HEAD.get(L8::HELD_ALONE)), (1, 0));
+        assert_eq!(L8::HELD_ALONE & !L8::TAIL.with(0, L8::TAIL.mask()), L8::LOCKED, "held alone: ticket 0 and locked");
+        assert!(!L8::at_rest(L8::HELD_ALONE));
+    }
 }
