@@ -442,5 +442,4 @@ impl Sim {
         vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);
         vc.pcpu = p;
     }
-
 }

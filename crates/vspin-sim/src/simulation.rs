@@ -577,10 +577,7 @@ impl Sim {
                 self.reenter_if_running(v);
             }
             After::HaltBlock => self.halt_block(v),
-            After::PollEnd => {
-                let Act::Halted(reason) = self.vcpus[v as usize].act else { unreachable!("only a halted vCPU polls") };
-                self.block(v, reason);
-            }
+            After::PollEnd => self.block(v),
         }
     }
 
@@ -853,18 +850,20 @@ impl Sim {
         vc.halt_poll_ns = vc.halt_poll_ns.min(max_poll);
         // Only KVM's vCPU threads poll; a host thread that sleeps just blocks.
         let vcpu_thread = !self.vms[vc.vm as usize].host_threads;
-        if vc.halt_poll_ns > 0 && alone && vcpu_thread {
+        let poll = vc.halt_poll_ns > 0 && alone && vcpu_thread;
+        if poll {
             vc.host_work = Some(HostWork { remaining: vc.halt_poll_ns, after: After::PollEnd });
-            self.arm_halt_timer(v, reason);
-            return;
         }
-        self.block(v, reason);
+        // One guest timer per halt: it ends the poll, or the block that follows a poll.
+        self.arm_halt_timer(v, reason);
+        if !poll {
+            self.block(v);
+        }
     }
 
-    /// The halted vCPU's thread sleeps until a kick, an interrupt or its guest timer.
-    fn block(&mut self, v: u32, reason: HaltReason) {
+    /// The halted vCPU's thread sleeps until a kick, an interrupt or its guest timer (armed).
+    fn block(&mut self, v: u32) {
         let now = self.now;
-        self.arm_halt_timer(v, reason);
         let p = self.vcpus[v as usize].pcpu;
         self.dequeue_sleeper(p, v);
         let vc = &mut self.vcpus[v as usize];
@@ -947,8 +946,7 @@ impl Sim {
         self.interrupt(v);
         let vc = &mut self.vcpus[v as usize];
         vc.host_work = None;
-        let Act::Halted(reason) = vc.act else { unreachable!("only a halted vCPU polls") };
-        self.block(v, reason);
+        self.block(v);
     }
 
     /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted.
@@ -1275,7 +1273,7 @@ mod tests {
         }
         s.pcpus[1].avg_idle = avg_idle;
         halting_alone(&mut s, 0, 1);
-        s.block(0, HaltReason::Idle { wake_at: 20_000_000 });
+        s.block(0);
         s.pcpus[1].curr
     }
 
