@@ -116,13 +116,11 @@ class PTicket(Experiment):
         keys += [(p, 1, "ticket", s) for p in ("hackbench", "ebizzy") for s in seeds]
         sweep = [(p, 2, lock, s, t) for p in ("hackbench", "dvdstore") for lock in LOCKS[2:] for t in T_SWEEP
                  for s in seeds]
-        spread = [("ebizzy", 2, lock, s) for lock in LOCKS for s in VARIANCE_SEEDS]
-        runs = runner.run_many([scenario(*k, duration) for k in keys] + [scenario(*k[:4], duration, k[4]) for k in sweep]
-                               + [scenario(*k, VARIANCE_DURATION_MS) for k in spread])
+        runs = runner.run_many([scenario(*k, duration) for k in keys] + [scenario(*k[:4], duration, k[4]) for k in sweep])
         results = dict(zip(keys, runs[:len(keys)]))
-        swept = dict(zip(sweep, runs[len(keys):len(keys) + len(sweep)]))
-        spread_runs = {lock: [r.raw["vms"][0]["throughput_per_s"] for r, k in zip(runs[len(keys) + len(sweep):], spread)
-                              if k[2] == lock] for lock in LOCKS}
+        swept = dict(zip(sweep, runs[len(keys):]))
+        spread_runs = {lock: [r.raw["vms"][0]["throughput_per_s"] for r in runner.run_many(
+            [scenario("ebizzy", 2, lock, s, VARIANCE_DURATION_MS) for s in VARIANCE_SEEDS])] for lock in LOCKS}
         note = (f"8 pCPUs at 2.6 GHz with host background threads (10 ms / 50 µs), 8-vCPU VMs unpinned, "
                 f"PLE off (assumption), {duration} ms "
                 f"per run, seeds {list(seeds)}; throughput is the first VM's work units per second.")
