@@ -105,12 +105,12 @@ impl Platform for Cpu {
     }
     async fn fetch_add_field(&self, w: &usize, field: Field, delta: u64) -> u64 {
         step().await;
+        let old = self.rmw(w, |v| field.add(v, delta));
         if *w == self.m.lock_word.get() && field.shift > 0 {
             self.m.ticket_order.borrow_mut().push(self.id);
-            let old = self.m.words.borrow()[*w];
             self.m.tail_wraps.set(self.m.tail_wraps.get() + (field.get(old) + delta > field.mask()) as u32);
         }
-        self.rmw(w, |v| field.add(v, delta))
+        old
     }
     async fn fetch_or(&self, w: &usize, bits: u64) -> u64 {
         step().await;
