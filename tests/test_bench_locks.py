@@ -10,7 +10,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert main(args) == 0
     report = json.loads(out.read_text())
     assert report["machine"]["cores"] >= 1
-    assert report["config"]["warmup_s"] == 0.01 and report["ns_per_iteration"] > 0
+    assert report["config"]["warmup_s"] == 0.01 and report["config"]["pin"] == "none" and report["ns_per_iteration"] > 0
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
@@ -35,3 +35,6 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--seconds" in capsys.readouterr().err
     assert main(["bench-locks", "--warmup", "-1", "--json", out]) == 2
     assert "--warmup" in capsys.readouterr().err
+    assert main(["bench-locks", "--pin", "1:1", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--pin" in err and "none, round-robin" in err

@@ -39,7 +39,11 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, scheduler="eevdf")
     validate(scenario)
     vm = scenario["vm"][0]
-    assert vm["pin"] == [0, 1, 0, 1, 0] and vm["vcpus"] == 5 and scenario["duration_ms"] == 500.0
+    assert vm["pin"] == "none", "the benchmark's threads are not pinned unless it is asked to pin them"
+    assert vm["vcpus"] == 5 and scenario["duration_ms"] == 500.0
+    pinned = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, scheduler="eevdf", pin="round-robin")
+    validate(pinned)
+    assert pinned["vm"][0]["pin"] == [0, 1, 0, 1, 0]
     assert vm["workload"]["durations"] == "fixed" and vm["workload"]["locks"] == 1
     assert scenario["hypervisor"] == {"scheduler": "eevdf", "ple": {"policy": "off"}, "directed_yield": "off"}
 
@@ -101,7 +105,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
-    assert report["config"]["host_scheduler"] == kernel_scheduler()
+    assert report["config"]["host_scheduler"] == kernel_scheduler() and report["config"]["pin"] == "none"
     assert report["host_costs"]["cpus"] == report["machine"]["cores"]
     criteria = report["criteria"]
     assert [o["threads"] for o in criteria["ordering"]] == [1, 2, 4]
@@ -137,6 +141,9 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--host-scheduler" in err and "cfs, eevdf" in err
     assert main(["validate-locks", "--warmup", "-1", "--json", out]) == 2
     assert "--warmup" in capsys.readouterr().err
+    assert main(["validate-locks", "--pin", "1:1", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--pin" in err and "none, round-robin" in err
     assert main(["validate-locks", "--costs", str(tmp_path / "missing.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err
     assert main(["validate-locks", "--measured", str(tmp_path / "missing.json"), "--json", out]) == 2

@@ -16,17 +16,24 @@ class BenchConfigError(ValueError):
     """A bad option; the message names it and what it allows."""
 
 
+#: Thread placements: wherever the OS scheduler puts (and migrates) them, or thread ``i`` pinned to
+#: the ``i``-th CPU this process may use, modulo their number.
+PINS = ("none", "round-robin")
+
+
 def lock_names() -> list[str]:
     """Every lock the benchmark knows: the vspin algorithms, then std, parking_lot, spin-ticket."""
     return list(_core.bench_lock_names())
 
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
-                think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0) -> dict:
+                think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
+                pin: str = "none") -> dict:
     """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
-    Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running.
+    Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one
+    of :data:`PINS`.
     """
     allowed = lock_names()
     if threads is not None and (not threads or min(threads) < 1):
@@ -41,7 +48,9 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
     for lock in locks or []:
         if lock not in allowed:
             raise BenchConfigError(f"--locks: unknown lock {lock!r}; allowed: {', '.join(allowed)}")
-    config: dict = {"seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns, "think_ns": think_ns}
+    if pin not in PINS:
+        raise BenchConfigError(f"--pin: unknown placement {pin!r}; allowed: {', '.join(PINS)}")
+    config: dict = {"seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns, "think_ns": think_ns, "pin": pin}
     if threads is not None:
         config["threads"] = threads
     if locks:

@@ -115,7 +115,7 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
     locks = _lock_names(args.locks)
     try:
-        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup)
+        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup, args.pin)
     except BenchConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -159,7 +159,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
             if not isinstance(costs, dict):
                 raise ValidationError(f"--costs: {args.costs} holds no cost table object")
         report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
-                                args.host_hz, costs, args.workers, args.warmup, args.host_scheduler)
+                                args.host_hz, costs, args.workers, args.warmup, args.host_scheduler, args.pin)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: all)")
+    p.add_argument("--pin", default="none", metavar="PLACEMENT",
+                   help="none (default: the OS scheduler places and migrates the threads) or round-robin "
+                        "(thread i pinned to the i-th CPU)")
     p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--plot", metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
@@ -261,8 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the kernel's scheduler: cfs or eevdf (default: eevdf from Linux 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
                    help="host cost table from an earlier report or the host_costs example (default: measure now)")
+    p.add_argument("--pin", default="none", metavar="PLACEMENT",
+                   help="none (default: the OS scheduler places and migrates the threads) or round-robin "
+                        "(thread i pinned to the i-th CPU), measured and simulated")
     # The options that say what to measure, which a report given with --measured fixes.
-    measurement = ("threads", "seconds", "warmup", "cs_ns", "think_ns", "locks", "repeat", "host_hz", "costs")
+    measurement = ("threads", "seconds", "warmup", "cs_ns", "think_ns", "locks", "repeat", "host_hz", "costs", "pin")
     p.set_defaults(measurement_defaults={k: p.get_default(k) for k in measurement})
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "

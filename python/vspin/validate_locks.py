@@ -9,8 +9,11 @@ scenario, with no hypervisor:
   (``vspin_bench::host_costs``): PAUSE, L1 hit, cache-line transfer, context switch, the futex
   wake-up of a halted thread (after a short and after a long idle) and the futex wake call;
 * there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
-* one VM whose vCPUs are the benchmark's threads, pinned round-robin to the pCPUs, runs one lock
-  with the benchmark's critical section and think time, fixed lengths as its busy loops are.
+* one VM whose vCPUs are the benchmark's threads runs one lock with the benchmark's critical
+  section and think time, fixed lengths as its busy loops are. Its vCPUs are placed as the
+  benchmark placed its threads (``--pin``): unpinned by default, as a program's threads are, so
+  the simulator's wake-up placement and idle pull move them as Linux's scheduler moves the
+  threads; or pinned round-robin to the pCPUs.
 
 :func:`validate_locks` runs both at the same thread counts and compares them; the method and the
 parameters are in ``docs/calibration.md`` ("host mode"), the results in ``docs/validation.md``.
@@ -25,7 +28,7 @@ import statistics
 from itertools import combinations
 
 from vspin import _core
-from vspin.bench_locks import BenchConfigError, bench_locks, lock_names
+from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
 from vspin.reproduce import Runner
 
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
@@ -149,8 +152,9 @@ def host_config(costs: dict, hz: int) -> dict:
 
 
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
-                  seed: int = 1, scheduler: str = "cfs") -> dict:
-    """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``."""
+                  seed: int = 1, scheduler: str = "cfs", pin: str = "none") -> dict:
+    """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``, its threads
+    placed as ``pin`` (one of ``PINS``) says."""
     cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
     return {
         "name": f"host-{lock}-{threads}",
@@ -161,7 +165,7 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
         "vm": [{
             "name": "bench",
             "vcpus": threads,
-            "pin": [i % cpus for i in range(threads)],
+            "pin": [i % cpus for i in range(threads)] if pin == "round-robin" else "none",
             "lock": lock,
             "guest_hz": GUEST_HZ,
             # Every parameter of the guest loop is set, so the preset contributes nothing. The
@@ -191,7 +195,7 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
                    locks: list[str] | None = None, repeat: int = 3, host_hz: int | None = None,
                    costs: dict | None = None, workers: int | None = None, warmup_s: float = 0.2,
-                   host_scheduler: str | None = None) -> dict:
+                   host_scheduler: str | None = None, pin: str = "none") -> dict:
     """Run ``vspin bench-locks`` and its host-mode prediction at the same points.
 
     Each point is measured ``repeat`` times and simulated with seeds 1..``repeat``; both report
@@ -201,7 +205,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table
     measured earlier (default: measure now); ``host_hz`` the kernel's ``CONFIG_HZ`` (default:
     read from the kernel's configuration); ``host_scheduler`` ``"cfs"`` or ``"eevdf"`` (default:
-    the running kernel's).
+    the running kernel's); ``pin`` the threads' placement, measured and simulated (``PINS``).
     """
     allowed = simulated_locks()
     for lock in locks or []:
@@ -210,6 +214,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     locks = list(locks or allowed)
     if repeat < 1:
         raise ValidationError(f"--repeat: must be at least 1, got {repeat}")
+    if pin not in PINS:
+        raise ValidationError(f"--pin: unknown placement {pin!r}; allowed: {', '.join(PINS)}")
     if not warmup_s >= 0:
         raise ValidationError(f"--warmup: must be a number >= 0, got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
@@ -226,7 +232,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     host = host_config(costs, hz)
 
     try:
-        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s) for _ in range(repeat)]
+        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin) for _ in range(repeat)]
     except BenchConfigError as e:
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
@@ -238,7 +244,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "machine": runs[0]["machine"],
         "config": {"threads": sorted({n for _, n in measured}), "seconds": seconds, "warmup_s": warmup_s,
                    "cs_ns": cs_ns, "think_ns": think_ns, "locks": locks, "repeat": repeat, "host_hz": hz,
-                   "host_scheduler": scheduler},
+                   "host_scheduler": scheduler, "pin": pin},
         "load_average_before": load_before,
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
@@ -260,6 +266,10 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         raise ValidationError("--measured: not a validate-locks report (config, host_costs and rows with "
                               "measured_runs are needed)") from None
     config["host_scheduler"] = _checked_scheduler(host_scheduler) or config.get("host_scheduler", "cfs")
+    # Before the benchmark could pin, its threads were never pinned.
+    config.setdefault("pin", "none")
+    if config["pin"] not in PINS:
+        raise ValidationError(f"--measured: config.pin {config['pin']!r} is not one of {', '.join(PINS)}")
     report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration") if k in measured},
               "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
     return _with_prediction(report, workers)
@@ -270,7 +280,7 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
     c, host = report["config"], report["host"]
     repeat, warmup_s = c["repeat"], c["warmup_s"]
     scenarios = [host_scenario(host, r["lock"], r["threads"], warmup_s + c["seconds"], c["cs_ns"], c["think_ns"],
-                               seed, c["host_scheduler"])
+                               seed, c["host_scheduler"], c["pin"])
                  for r in report["rows"] for seed in range(1, repeat + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):

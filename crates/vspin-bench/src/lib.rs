@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use vspin_locks::mutex::*;
 
 pub mod host_costs;
+mod placement;
 
 /// What the benchmark needs of a lock protecting a counter.
 pub trait BenchLock: Send + Sync + 'static {
@@ -141,7 +142,14 @@ pub struct Config {
     pub sample_every: u64,
     /// Also measure each lock alone on one thread.
     pub uncontended: bool,
+    /// Where the threads run: `"none"`, wherever the OS scheduler puts them (it migrates them);
+    /// `"round-robin"`, thread `i` pinned to the `i`-th CPU this process may use, modulo their
+    /// number (as vCPUs pinned 1:1 by a hypervisor). See [`PINS`].
+    pub pin: String,
 }
+
+/// The values of [`Config::pin`].
+pub const PINS: [&str; 2] = ["none", "round-robin"];
 
 impl Default for Config {
     fn default() -> Self {
@@ -157,6 +165,7 @@ impl Default for Config {
             locks: LOCKS.iter().map(|s| s.to_string()).collect(),
             sample_every: 8,
             uncontended: true,
+            pin: "none".into(),
         }
     }
 }
@@ -183,6 +192,9 @@ impl Config {
             if !LOCKS.contains(&lock.as_str()) {
                 return Err(format!("locks: unknown lock {lock:?}; allowed: {}", LOCKS.join(", ")));
             }
+        }
+        if !PINS.contains(&self.pin.as_str()) {
+            return Err(format!("pin: unknown placement {:?}; allowed: {}", self.pin, PINS.join(", ")));
         }
         Ok(())
     }
@@ -233,7 +245,7 @@ pub fn run(config: &Config) -> Result<Report, String> {
         }
         for &threads in &config.threads {
             let (ops_per_sec, fairness_max_min, p99_acquire_ns) =
-                with_lock!(lock.as_str(), contended(threads, config, &work));
+                with_lock!(lock.as_str(), contended(threads, config, &work))?;
             results.push(Row { lock: lock.clone(), threads, ops_per_sec, fairness_max_min, p99_acquire_ns });
         }
     }
@@ -302,7 +314,7 @@ fn uncontended<L: BenchLock>() -> f64 {
 
 /// Throughput, fairness and p99 acquisition latency of `threads` threads on one lock, over
 /// `config.seconds` after `config.warmup_s`.
-fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64, Option<f64>, Option<u64>) {
+fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Result<(f64, Option<f64>, Option<u64>), String> {
     /// One thread's acquisitions so far, on its own cache line.
     #[repr(align(128))]
     struct Count(AtomicU64);
@@ -313,15 +325,20 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64
     let start = Arc::new(Barrier::new(threads + 1));
     let (cs, think) = (work.iterations(config.cs_ns).max(1), work.iterations(config.think_ns));
     let every = config.sample_every;
+    let cpus = if config.pin == "round-robin" { placement::allowed_cpus()? } else { Vec::new() };
     let workers: Vec<_> = (0..threads)
         .map(|i| {
             let (lock, stop, recording, counts, start) =
                 (lock.clone(), stop.clone(), recording.clone(), counts.clone(), start.clone());
+            let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
             std::thread::spawn(move || {
+                // Every thread reaches the barrier, pinned or not, so a failure cannot hang the run.
+                let pinned = cpu.map_or(Ok(()), placement::pin_to);
                 let mut histogram = Histogram::default();
                 let mut local = 0u64;
                 let mut n = 0u64;
                 start.wait();
+                pinned?;
                 while !stop.load(Ordering::Relaxed) {
                     let t0 = (n % every == 0 && recording.load(Ordering::Relaxed)).then(Instant::now);
                     lock.with(|counter| {
@@ -334,7 +351,7 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64
                     counts[i].0.store(n, Ordering::Relaxed);
                     spin(&mut local, think);
                 }
-                histogram
+                Ok::<_, String>(histogram)
             })
         })
         .collect();
@@ -353,12 +370,12 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> (f64
     stop.store(true, Ordering::Relaxed);
     let mut histogram = Histogram::default();
     for w in workers {
-        histogram.merge(&w.join().expect("bench thread"));
+        histogram.merge(&w.join().expect("bench thread")?);
     }
     let counts: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
     let ops = counts.iter().sum::<u64>() as f64 / elapsed;
-    (ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99))
+    Ok((ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99)))
 }
 
 /// Log-linear histogram of nanoseconds: exact below 16, then 16 buckets per power of two.
@@ -443,6 +460,7 @@ mod tests {
         assert!(bad(r#"{"seconds": -1}"#).starts_with("seconds"));
         assert!(bad(r#"{"warmup_s": -0.5}"#).starts_with("warmup_s"));
         assert!(bad(r#"{"thread": [1]}"#).contains("unknown field `thread`"));
+        assert_eq!(bad(r#"{"pin": "1:1"}"#), "pin: unknown placement \"1:1\"; allowed: none, round-robin");
     }
 
     #[test]
@@ -454,5 +472,14 @@ mod tests {
             assert!(row.ops_per_sec > 0.0, "{row:?}");
         }
         assert!(report.uncontended_ns.values().all(|&ns| ns > 0.0 && ns < 10_000.0));
+    }
+
+    #[test]
+    fn pinned_threads_run_every_lock() {
+        // As many threads as CPUs: oversubscribed, a FIFO lock may make no acquisition in 20 ms.
+        let threads = vec![cores()];
+        let config = Config { threads, seconds: 0.02, uncontended: false, pin: "round-robin".into(), ..Config::default() };
+        let report = run(&config).unwrap();
+        assert!(report.results.iter().all(|row| row.ops_per_sec > 0.0), "{:?}", report.results);
     }
 }
