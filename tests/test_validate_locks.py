@@ -95,13 +95,13 @@ def test_criteria_count_swapped_and_tied_pairs_and_judge_them_against_the_noise(
 def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys):
     out = tmp_path / "validation.json"
     args = ["validate-locks", "--locks", "ticket,tas", "--threads", "1,2,4", "--seconds", "0.02", "--warmup", "0.01",
-            "--repeat", "2", "--workers", "1", "--json", str(out)]
+            "--repeat", "2", "--seeds", "3", "--workers", "1", "--json", str(out)]
     assert main(args) == 0
     report = json.loads(out.read_text())
     assert [(r["lock"], r["threads"]) for r in report["rows"]] == [
         ("ticket", 1), ("ticket", 2), ("ticket", 4), ("tas", 1), ("tas", 2), ("tas", 4)]
     for r in report["rows"]:
-        assert len(r["measured_runs"]) == len(r["predicted_runs"]) == 2
+        assert len(r["measured_runs"]) == 2 and len(r["predicted_runs"]) == 3, "seeds are not measurement repeats"
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
@@ -126,6 +126,14 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     repeated = json.loads(same.read_text())
     assert repeated["rows"] == report["rows"] and repeated["criteria"] == report["criteria"]
 
+    # A report from before `seeds` was predicted with one seed per measured run, and is again.
+    old = {**report, "config": {k: v for k, v in report["config"].items() if k not in ("seeds", "pin")}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert main(["validate-locks", "--measured", str(tmp_path / "old.json"), "--workers", "1", "--json", str(same)]) == 0
+    again = json.loads(same.read_text())
+    assert again["config"]["seeds"] == 2 and again["config"]["pin"] == "none"
+    assert [r["predicted_runs"] for r in again["rows"]] == [r["predicted_runs"][:2] for r in report["rows"]]
+
 
 def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     out = str(tmp_path / "x.json")
@@ -141,6 +149,9 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--host-scheduler" in err and "cfs, eevdf" in err
     assert main(["validate-locks", "--warmup", "-1", "--json", out]) == 2
     assert "--warmup" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["validate-locks", "--seeds", "0", "--json", out])
+    assert exit_.value.code == 2 and "--seeds" in capsys.readouterr().err
     assert main(["validate-locks", "--pin", "1:1", "--json", out]) == 2
     err = capsys.readouterr().err
     assert "--pin" in err and "none, round-robin" in err

@@ -128,7 +128,7 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
-    from vspin.validate_locks import ValidationError, repredict, table, validate_locks
+    from vspin.validate_locks import DEFAULT_SEEDS, ValidationError, repredict, table, validate_locks
 
     locks = _lock_names(args.locks)
     try:
@@ -145,7 +145,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
                 raise ValidationError(f"--measured: cannot read a report from {args.measured}: {e}") from None
             if not isinstance(measured, dict):
                 raise ValidationError(f"--measured: {args.measured} holds no report object")
-            report = repredict(measured, args.workers, args.host_scheduler)
+            report = repredict(measured, args.workers, args.host_scheduler, args.seeds)
             return _write_validation(report, args.json, table)
         costs = None
         if args.costs:
@@ -159,7 +159,8 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
             if not isinstance(costs, dict):
                 raise ValidationError(f"--costs: {args.costs} holds no cost table object")
         report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
-                                args.host_hz, costs, args.workers, args.warmup, args.host_scheduler, args.pin)
+                                args.host_hz, costs, args.workers, args.warmup, args.host_scheduler, args.pin,
+                                DEFAULT_SEEDS if args.seeds is None else args.seeds)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -273,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "
                         "simulator change); its configuration and cost table are used")
+    p.add_argument("--seeds", type=_positive,
+                   help="simulation seeds per point; the prediction is their median (default 20; with "
+                        "--measured: the report's)")
     p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")
     p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
     p.set_defaults(func=_cmd_validate_locks)
