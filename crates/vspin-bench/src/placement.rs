@@ -41,13 +41,16 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), String> {
 }
 
 #[cfg(not(target_os = "linux"))]
+const NOT_LINUX: &str = "pin: \"round-robin\" needs Linux (sched_setaffinity); use \"none\"";
+
+#[cfg(not(target_os = "linux"))]
 pub(crate) fn allowed_cpus() -> Result<Vec<usize>, String> {
-    Err("pin: \"round-robin\" needs Linux (sched_setaffinity); use \"none\"".into())
+    Err(NOT_LINUX.into())
 }
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn pin_to(_cpu: usize) -> Result<(), String> {
-    unreachable!("allowed_cpus fails first off Linux")
+    Err(NOT_LINUX.into())
 }
 
 #[cfg(all(test, target_os = "linux"))]
