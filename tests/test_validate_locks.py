@@ -14,13 +14,18 @@ from vspin.cli import main
 from vspin.validate_locks import ValidationError, criteria, host_config, host_scenario, kernel_scheduler
 
 
+def m(v):
+    return {"median": v, "min": v, "max": v, "repeats": 1}
+
+
 def costs(deep_idle_after_ns=200_000.0):
     """A cost table in the shape `vspin_bench::host_costs` reports."""
-    m = lambda v: {"median": v, "min": v, "max": v, "repeats": 1}  # noqa: E731
     return {
         "cpus": 2, "clock_ghz": m(2.5), "l1_hit_ns": m(1.5), "atomic_ns": m(2.25), "spin_iteration_ns": m(25.5), "transfer_ns": m(40.0),
         "context_switch_ns": m(1600.0), "futex_wake_ns": m(2000.0), "deep_idle_after_ns": deep_idle_after_ns,
         "wake_to_run_ns": [{"idle_us": 20, "ns": m(6000.0)}, {"idle_us": 2000, "ns": m(20000.0)}],
+        "interruptions": {"per_s": m(500.0), "mean_ns": m(10_000.0)},
+        "preemptions": {"per_s": m(20.0), "mean_ns": m(120_000.0)},
     }
 
 
@@ -34,7 +39,8 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     assert c["hypercall_ns"] == 2000.0, "a kick costs the kicker its FUTEX_WAKE"
     assert c["wakeup_ns"] == 6000.0 - 1600.0, "the switch-in adds the context switch"
     assert host["idle_states"] == [{"exit_ns": 14000.0, "residency_ns": 200_000.0}]
-    assert host["background"] == {"interval_us": 10_000, "burst_us": 50}, "a host's own threads, as elsewhere"
+    assert host["background"] == {"interval_us": 50_000.0, "burst_us": 120.0}, "other tasks: 20 a second of 120 µs"
+    assert host["interruptions"] == {"interval_us": 2_000.0, "burst_us": 10.0}, "500 a second of 10 µs"
     assert host_config(costs(deep_idle_after_ns=None), hz=250)["idle_states"] == []
     scenario = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, scheduler="eevdf")
     validate(scenario)
@@ -46,6 +52,18 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     assert pinned["vm"][0]["pin"] == [0, 1, 0, 1, 0]
     assert vm["workload"]["durations"] == "fixed" and vm["workload"]["locks"] == 1
     assert scenario["hypervisor"] == {"scheduler": "eevdf", "ple": {"policy": "off"}, "directed_yield": "off"}
+
+
+def test_host_mode_takes_the_background_estimate_only_for_cost_tables_without_measured_gaps():
+    old = costs()
+    del old["interruptions"], old["preemptions"]
+    host = host_config(old, hz=250)
+    assert host["background"] == {"interval_us": 10_000, "burst_us": 50} and "interruptions" not in host
+    quiet = costs()
+    quiet["preemptions"] = {"per_s": m(0.0), "mean_ns": m(0.0)}
+    host = host_config(quiet, hz=250)
+    assert "background" not in host, "no task ever ran beside the watchers: no background threads"
+    validate(host_scenario(host, "ticket", 3, 0.1, 100, 200))
 
 
 def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
@@ -60,6 +78,14 @@ def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
     bad = costs()
     bad["wake_to_run_ns"] = []
     with pytest.raises(ValidationError, match="wake_to_run_ns"):
+        host_config(bad, hz=250)
+    bad = costs()
+    bad["interruptions"] = {"per_s": m(500.0)}
+    with pytest.raises(ValidationError, match="interruptions.mean_ns"):
+        host_config(bad, hz=250)
+    bad = costs()
+    bad["preemptions"]["per_s"] = m(-1.0)
+    with pytest.raises(ValidationError, match="preemptions"):
         host_config(bad, hz=250)
 
 

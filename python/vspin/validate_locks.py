@@ -7,7 +7,9 @@ scenario, with no hypervisor:
 * the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, its scheduler (EEVDF from Linux
   6.6 on, else CFS), and a cost table measured here
   (``vspin_bench::host_costs``): PAUSE, L1 hit, cache-line transfer, context switch, the futex
-  wake-up of a halted thread (after a short and after a long idle) and the futex wake call;
+  wake-up of a halted thread (after a short and after a long idle) and the futex wake call; and
+  the gaps a running thread sees, split into other tasks running (the host's background threads)
+  and interruptions that return to the thread (``host.interruptions``);
 * there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
 * one VM whose vCPUs are the benchmark's threads runs one lock with the benchmark's critical
   section and think time, fixed lengths as its busy loops are. Its vCPUs are placed as the
@@ -34,10 +36,12 @@ from vspin.reproduce import Runner
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
 
-#: Host background activity of host mode: the estimate `docs/calibration.md` gives for a Linux
-#: host's own threads (kworkers, RCU, softirq, timers; 50 µs every 10 ms per CPU), the one the
-#: preemptable-ticket reproduction uses. Without it nothing ever reorders the threads of a pCPU.
-HOST_BACKGROUND = {"interval_us": 10_000, "burst_us": 50}
+#: Host background activity for a cost table measured before the machine's gaps were (reports
+#: from before 2026-11-24): the estimate `docs/calibration.md` gives for a Linux host's own
+#: threads (kworkers, RCU, softirq, timers; 50 µs every 10 ms per CPU), the one the
+#: preemptable-ticket reproduction uses, and no interruptions. Without background threads nothing
+#: ever reorders the threads of a pCPU.
+HOST_BACKGROUND_ESTIMATE = {"interval_us": 10_000, "burst_us": 50}
 
 #: Seeds the prediction of each point is the median of. A seed is one simulated run, as cheap as
 #: a fraction of a second, and the model's own run-to-run spread is as wide as the measured
@@ -62,7 +66,7 @@ def simulated_locks() -> list[str]:
 
 
 def measure_host_costs() -> dict:
-    """This machine's host cost table (``vspin_bench::host_costs``); about three seconds."""
+    """This machine's host cost table (``vspin_bench::host_costs``); about five seconds."""
     try:
         return json.loads(_core.host_costs_json())
     except ValueError as e:
@@ -155,8 +159,32 @@ def host_config(costs: dict, hz: int) -> dict:
             "context_switch_ns": context_switch_ns,
         },
         "idle_states": [] if deep_after is None else [{"exit_ns": max(0.0, long - short), "residency_ns": float(deep_after)}],
-        "background": dict(HOST_BACKGROUND),
+        **host_noise(costs),
     }
+
+
+def host_noise(costs: dict) -> dict:
+    """The ``background`` and ``interruptions`` of the ``[host]`` table: a Poisson process of each
+    kind of gap the cost table measured (``preemptions``: another task ran; ``interruptions``:
+    the thread was not switched out), with the measured rate per CPU and mean length. A cost
+    table without them (measured before they were) gets :data:`HOST_BACKGROUND_ESTIMATE` and no
+    interruptions; a kind never seen gets no process."""
+    if "interruptions" not in costs and "preemptions" not in costs:
+        return {"background": dict(HOST_BACKGROUND_ESTIMATE)}
+
+    def process(kind: str) -> dict | None:
+        try:
+            per_s, mean_ns = float(costs[kind]["per_s"]["median"]), float(costs[kind]["mean_ns"]["median"])
+        except (KeyError, TypeError, ValueError):
+            raise ValidationError(f"host costs: {kind}.per_s.median and {kind}.mean_ns.median must be numbers") from None
+        if per_s < 0 or mean_ns < 0:
+            raise ValidationError(f"host costs: {kind} has a negative rate or length ({per_s}, {mean_ns})")
+        if per_s == 0 or mean_ns == 0:
+            return None
+        return {"interval_us": 1e6 / per_s, "burst_us": mean_ns / 1e3}
+
+    noise = {"background": process("preemptions"), "interruptions": process("interruptions")}
+    return {k: v for k, v in noise.items() if v is not None}
 
 
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,

@@ -16,6 +16,7 @@
 //! | `wakeup_ns` | `Native::kick` from CPU 0 to a thread halted in `Native::halt` on CPU 1 until that thread runs, after CPU 1 idled 20 µs, less `context_switch_ns` (the simulator charges a switch on every switch-in, the wake-up on top) |
 //! | `idle_states` | the same after idle times up to 2 ms: the extra latency of a long idle (`exit_ns`), and the idle time from which it is paid (`residency_ns`) |
 //! | `hypercall_ns` | the kicker's side of that kick (the `FUTEX_WAKE` system call): what the kicker pays in place of `KVM_HC_KICK_CPU` |
+//! | `interruptions`, `background` | the gaps a running thread sees: one thread pinned to each CPU reads the TSC in a loop, and every gap longer than [`GAP_NS`] between two reads is one (the method of Linux's `osnoise` tracer); a gap across which the thread was switched out is a preemption by another task (`background`), any other an interruption; the rate per CPU of each gives its `interval_us`, the mean length its `burst_us` |
 //!
 //! Every figure is the median of its repeats; the spread (min, max) is reported so that a run on
 //! a busy machine shows as one.
@@ -67,6 +68,22 @@ pub struct HostCosts {
     pub deep_idle_after_ns: Option<f64>,
     /// The kicker's `FUTEX_WAKE` (after the shortest idle), ns.
     pub futex_wake_ns: Measured,
+    /// Gaps in a running thread's progress that returned to it (interrupts; this machine's
+    /// hypervisor, if it is a virtual machine), per CPU.
+    pub interruptions: Gaps,
+    /// Gaps in which another task ran (the thread was switched out and back), per CPU.
+    pub preemptions: Gaps,
+}
+
+/// Gaps longer than [`GAP_NS`] in the progress of a thread that never blocks, watched on every
+/// CPU at once for [`GAP_WATCH_MS`] per repeat. A gap is a preemption when the thread's count of
+/// context switches (`getrusage(RUSAGE_THREAD)`) grew across it, else an interruption.
+#[derive(Clone, Debug, Serialize)]
+pub struct Gaps {
+    /// Per second per CPU.
+    pub per_s: Measured,
+    /// Mean length, ns (0 in a repeat without any).
+    pub mean_ns: Measured,
 }
 
 /// Wake-up latency after one idle time.
@@ -80,8 +97,15 @@ pub struct IdleWake {
 /// ones in the deepest it has; the steps between are fine enough to place the change.
 pub const IDLE_SCAN_US: [u64; 9] = [20, 50, 100, 150, 200, 300, 500, 1000, 2000];
 
+/// A gap between two TSC reads longer than this is an interruption: a read takes about 10 ns, and
+/// a cache miss or a TLB miss stays far below 1 µs (`osnoise`'s default threshold is 1 µs too).
+pub const GAP_NS: f64 = 1_000.0;
+
+/// How long each repeat of the interruption count watches, ms.
+pub const GAP_WATCH_MS: u64 = 400;
+
 /// Measure the host cost table. Needs Linux on x86_64 (futexes, the TSC) and two CPUs; takes
-/// about three seconds.
+/// about five seconds.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub fn measure() -> Result<HostCosts, String> {
     let cpus = crate::cores();
@@ -91,6 +115,7 @@ pub fn measure() -> Result<HostCosts, String> {
     let repeats = 5;
     let series = |f: &dyn Fn() -> f64| Measured::of((0..repeats).map(|_| f()).collect());
     let clock_ghz = series(&tsc_ghz);
+    let (interruptions, preemptions) = gaps(cpus, clock_ghz.median, repeats);
     let l1_hit_ns = series(&l1_hit_ns);
     let atomic_ns = series(&atomic_ns);
     let spin_iteration_ns = series(&spin_iteration_ns);
@@ -119,6 +144,8 @@ pub fn measure() -> Result<HostCosts, String> {
         wake_to_run_ns,
         deep_idle_after_ns,
         futex_wake_ns: Measured::of(runs.iter().map(|r| r[0].1).collect()),
+        interruptions,
+        preemptions,
     })
 }
 
@@ -331,6 +358,73 @@ fn wake_to_run(idles: &[Duration], rounds: u64) -> Vec<(f64, f64)> {
     kicker.join().unwrap()
 }
 
+/// The thread's context switches so far, voluntary and not.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn context_switches() -> i64 {
+    // SAFETY: getrusage writes only the struct it is given.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage.ru_nvcsw + usage.ru_nivcsw
+    }
+}
+
+/// Watch every CPU at once for gaps, `repeats` times: (interruptions, preemptions), see [`Gaps`].
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn gaps(cpus: usize, tsc_ghz: f64, repeats: usize) -> (Gaps, Gaps) {
+    // Per CPU: count and summed TSC ticks of the interruptions, then of the preemptions.
+    type Counts = [(u64, u64); 2];
+    let gap_ticks = (GAP_NS * tsc_ghz) as u64;
+    let watch_ticks = (GAP_WATCH_MS as f64 * 1e6 * tsc_ghz) as u64;
+    let (mut rates, mut means) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..repeats {
+        let start = Arc::new(Barrier::new(cpus));
+        let watchers: Vec<_> = (0..cpus)
+            .map(|cpu| {
+                let start = start.clone();
+                on_cpu(cpu, move || {
+                    // SAFETY: RDTSC has no preconditions on x86_64.
+                    let tsc = || unsafe { core::arch::x86_64::_rdtsc() };
+                    start.wait();
+                    let mut counts: Counts = [(0, 0); 2];
+                    let mut switches = context_switches();
+                    let first = tsc();
+                    let mut last = first;
+                    while last - first < watch_ticks {
+                        let now = tsc();
+                        let gap = now.saturating_sub(last);
+                        last = now;
+                        if gap > gap_ticks {
+                            let before = switches;
+                            switches = context_switches();
+                            let kind = &mut counts[usize::from(switches != before)];
+                            kind.0 += 1;
+                            kind.1 += gap;
+                            // The system call is not a gap of the thread's.
+                            last = tsc();
+                        }
+                    }
+                    counts
+                })
+            })
+            .collect();
+        let mut total: Counts = [(0, 0); 2];
+        for w in watchers {
+            for (t, c) in total.iter_mut().zip(w.join().unwrap()) {
+                *t = (t.0 + c.0, t.1 + c.1);
+            }
+        }
+        let cpu_seconds = cpus as f64 * GAP_WATCH_MS as f64 / 1000.0;
+        for (k, (count, ticks)) in total.into_iter().enumerate() {
+            rates[k].push(count as f64 / cpu_seconds);
+            means[k].push(if count == 0 { 0.0 } else { ticks as f64 / tsc_ghz / count as f64 });
+        }
+    }
+    let [ri, rp] = rates;
+    let [mi, mp] = means;
+    (Gaps { per_s: Measured::of(ri), mean_ns: Measured::of(mi) }, Gaps { per_s: Measured::of(rp), mean_ns: Measured::of(mp) })
+}
+
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod tests {
     use super::*;
@@ -354,6 +448,11 @@ mod tests {
         }
         assert_eq!(c.wake_to_run_ns.len(), IDLE_SCAN_US.len());
         assert!(c.l1_hit_ns.median < c.transfer_ns.median, "{c:?}");
+        // A busy CPU takes timer ticks, so five watches see some interruption; each gap is
+        // longer than the threshold that defines it.
+        let (i, p) = (&c.interruptions, &c.preemptions);
+        assert!(i.per_s.max > 0.0 && i.mean_ns.max > GAP_NS, "{c:?}");
+        assert!(p.per_s.max == 0.0 || p.mean_ns.max > GAP_NS, "{c:?}");
     }
 }
 

@@ -36,6 +36,7 @@ mod cpuidle;
 mod directed_yield;
 mod eevdf;
 mod guest;
+mod interruptions;
 mod locks;
 mod monitor;
 mod ple;

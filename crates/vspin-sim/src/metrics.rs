@@ -18,7 +18,8 @@
 //!
 //! Time breakdown per vCPU (sums to the simulated time): `useful` (workload compute, critical
 //! sections included), `spin` (inside lock code and IPI waits: spinning and atomics), `exit`
-//! (host work on the vCPU's behalf: exit handling, VM entry, context switch, wake-up),
+//! (host work on the vCPU's behalf: exit handling, VM entry, context switch, wake-up; and host
+//! `interruptions`),
 //! `halted` (blocked in HLT), `waiting` (runnable but not running), `finished` (its VM completed).
 use serde::Serialize;
 

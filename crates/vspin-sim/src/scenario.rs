@@ -144,6 +144,9 @@ pub struct HostConfig {
     /// only tasks.
     #[serde(default)]
     pub background: Option<Background>,
+    /// Interruptions of whatever runs on a pCPU that no scheduler sees; absent: none.
+    #[serde(default)]
+    pub interruptions: Option<Interruptions>,
 }
 
 /// Host background activity: one host thread pinned to each pCPU (the QEMU I/O thread, vhost,
@@ -154,6 +157,22 @@ pub struct HostConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Background {
+    pub interval_us: f64,
+    pub burst_us: f64,
+}
+
+/// Interruptions that take a pCPU from the task running on it without a scheduling decision:
+/// interrupt handlers (the timer tick among them) and, when the host is itself a virtual
+/// machine, the exits its own hypervisor handles. Each pCPU is interrupted after exponentially
+/// distributed intervals of mean `interval_us`, for exponentially distributed lengths of mean
+/// `burst_us`. The task interrupted is charged the time (its vruntime advances, as on a kernel
+/// without `CONFIG_IRQ_TIME_ACCOUNTING` and without steal time) but makes no progress, and
+/// comes back without a pick: unlike `background`, an interruption never reorders the tasks of a
+/// pCPU. A vCPU interrupted leaves guest mode, so its PAUSE loop starts anew for PLE. An idle
+/// pCPU's interruptions cost nothing.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interruptions {
     pub interval_us: f64,
     pub burst_us: f64,
 }
@@ -498,6 +517,10 @@ impl Scenario {
         if let Some(b) = &h.background {
             time("host.background.interval_us", b.interval_us, 1e3, positive)?;
             time("host.background.burst_us", b.burst_us, 1e3, positive)?;
+        }
+        if let Some(i) = &h.interruptions {
+            time("host.interruptions.interval_us", i.interval_us, 1e3, positive)?;
+            time("host.interruptions.burst_us", i.burst_us, 1e3, positive)?;
         }
         if !(10..=10_000).contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));

@@ -7,6 +7,7 @@
 use crate::cpuidle::IdleGovernor;
 use crate::engine::{Event, EventQueue, Rng, Time};
 use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
+use crate::interruptions::HostInterruptions;
 use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
@@ -108,6 +109,7 @@ pub struct Sim {
     spare_watchers: Vec<u32>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
+    pub(crate) interruptions: Option<HostInterruptions>,
     stop: bool,
     name: String,
     seed: u64,
@@ -210,6 +212,7 @@ impl Sim {
             spare_watchers: Vec::new(),
             violations: Vec::new(),
             timeline: None,
+            interruptions: h.interruptions.as_ref().map(|i| HostInterruptions::new(i, n, sc.seed)),
             stop: false,
             name: sc.name.clone(),
             seed: sc.seed,
@@ -368,6 +371,7 @@ impl Sim {
         for p in 0..self.pcpus.len() as u32 {
             self.schedule(p);
         }
+        self.start_interruptions();
         self.q.push(AUDIT_PERIOD_NS, Event::Audit);
         self.q.push(self.end, Event::End);
         while let Some((t, ev)) = self.q.pop() {
@@ -377,6 +381,7 @@ impl Sim {
                 Event::SpinCheck { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.spin_check(vcpu),
                 Event::GuestTimer { vcpu, gen } => self.guest_timer(vcpu, gen),
                 Event::Tick { pcpu } => self.tick(pcpu),
+                Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {
                     self.audit();

@@ -99,6 +99,25 @@ fn host_background_threads_preempt_vcpus_of_a_host_that_is_not_overcommitted() {
     assert_eq!(waiting(&quiet), 0.0);
 }
 
+/// Interruptions take their share of a pCPU from the vCPU running on it without a scheduling
+/// decision: the vCPU spends that time in exits and is never switched out for them.
+#[test]
+fn host_interruptions_stop_the_running_vcpu_in_place() {
+    let quiet = run(&not_overcommitted(""));
+    let interrupted = run(&not_overcommitted("interruptions = { interval_us = 100, burst_us = 10 }"));
+    let share = |r: &vspin_sim::RunResult, f: fn(&vspin_sim::metrics::TimeBreakdown) -> u64| {
+        f(&r.vms[0].time) as f64 / (8.0 * r.simulated_ms * 1e6)
+    };
+    // One 10 µs interruption every 100 µs on average: 10% of each pCPU.
+    let exits = share(&interrupted, |t| t.exit_ns) - share(&quiet, |t| t.exit_ns);
+    assert!((0.08..0.12).contains(&exits), "interruptions took {exits:.3} of the vCPUs' time");
+    assert_eq!(share(&interrupted, |t| t.waiting_ns), 0.0, "an interrupted vCPU keeps its pCPU");
+    let t = &interrupted.totals;
+    assert_eq!(t.lhp_events + t.lwp_events, 0, "an interrupted holder or waiter is not preempted: {t:?}");
+    let (a, b) = (interrupted.vms[0].throughput_per_s, quiet.vms[0].throughput_per_s);
+    assert!(a < 0.95 * b, "interrupted vCPUs work less: {a:.0}/s against {b:.0}/s");
+}
+
 #[test]
 fn fixed_durations_make_an_uncontended_loop_exactly_periodic() {
     let scenario = |durations: &str| {

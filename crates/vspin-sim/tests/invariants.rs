@@ -38,7 +38,7 @@ fn scenario() -> impl Strategy<Value = String> {
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
                  [hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\n\
                  halt_poll = {{ max_ns = {poll} }}\n",
-                if background { "background = { interval_us = 1000, burst_us = 100 }\n" } else { "" }
+                if background { "background = { interval_us = 1000, burst_us = 100 }\ninterruptions = { interval_us = 200, burst_us = 5 }\n" } else { "" }
             );
             for (i, (vcpus, pin)) in vms.into_iter().enumerate() {
                 let pin = match pin {
