@@ -11,7 +11,7 @@ import pytest
 
 from vspin import validate
 from vspin.cli import main
-from vspin.validate_locks import ValidationError, criteria, host_config, host_scenario, kernel_scheduler
+from vspin.validate_locks import ValidationError, criteria, host_config, host_cost_drift, host_scenario, kernel_scheduler
 
 
 def m(v):
@@ -87,6 +87,15 @@ def test_host_mode_rejects_unusable_cost_tables_naming_the_field():
     bad["preemptions"]["per_s"] = m(-1.0)
     with pytest.raises(ValidationError, match="preemptions"):
         host_config(bad, hz=250)
+
+
+def test_a_cost_that_moved_during_the_benchmark_is_flagged():
+    before, after = costs(), costs()
+    after["transfer_ns"] = m(190.0)
+    after["context_switch_ns"] = m(1900.0)
+    assert host_cost_drift(before, after) == [{"cost": "transfer_ns", "before": 40.0, "after": 190.0}], \
+        "a 4.75x move is flagged, a 1.19x one is noise"
+    assert host_cost_drift(before, costs()) == []
 
 
 def test_host_mode_schedules_with_eevdf_from_linux_6_6():

@@ -264,7 +264,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     hz = host_hz if host_hz is not None else kernel_hz()
     # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
     load_before = os.getloadavg()
-    if costs is None:
+    measure_now = costs is None
+    if measure_now:
         costs = measure_host_costs()
     host = host_config(costs, hz)
 
@@ -276,6 +277,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     for run in runs:
         for row in run["results"]:
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
+    # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
+    # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
+    costs_after = measure_host_costs() if measure_now else None
 
     report = {
         "machine": runs[0]["machine"],
@@ -288,7 +292,33 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "host": host,
         "rows": [{"lock": lock, "threads": n, "measured_runs": runs_} for (lock, n), runs_ in measured.items()],
     }
+    if costs_after is not None:
+        report["host_costs_after"] = costs_after
+        report["host_cost_drift"] = host_cost_drift(costs, costs_after)
     return _with_prediction(report, workers)
+
+
+#: How far a cost may move between the measurements before and after the benchmark (either way)
+#: before the report flags it: the repeats of one measurement agree within about 20% on a quiet
+#: machine (`docs/calibration.md`, host mode), so 1.5× is a change of the machine, not noise.
+COST_DRIFT_LIMIT = 1.5
+
+#: The single-number costs of the table that the prediction uses.
+DRIFT_KEYS = ("clock_ghz", "l1_hit_ns", "atomic_ns", "spin_iteration_ns", "transfer_ns", "context_switch_ns",
+              "futex_wake_ns")
+
+
+def host_cost_drift(before: dict, after: dict) -> list[dict]:
+    """The costs whose medians differ by more than :data:`COST_DRIFT_LIMIT` between two tables."""
+    drift = []
+    for key in DRIFT_KEYS:
+        try:
+            a, b = float(before[key]["median"]), float(after[key]["median"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if a > 0 and b > 0 and max(a / b, b / a) > COST_DRIFT_LIMIT:
+            drift.append({"cost": key, "before": a, "after": b})
+    return drift
 
 
 def _check_seeds(seeds: int) -> None:
@@ -425,6 +455,9 @@ def table(report: dict) -> str:
                      f"({'within' if k['within_2x'] else 'NOT within'} 2x)")
     if not c["ticket_collapse"]:
         lines.append("ticket collapse: not measured (needs the ticket lock at the core count and above)")
+    for d in report.get("host_cost_drift", []):
+        lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
+                     "the machine changed during the run, and the prediction uses the first")
     calibration = report["bench_ns_per_iteration"]
     lines.append(f"load average before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; busy-loop "
                  f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration")
