@@ -4,8 +4,8 @@
 //!
 //! Why they are not `background` threads: a background thread is a task, so each of its bursts
 //! ends in a pick that may switch in another of the pCPU's tasks. Measured on a Linux 6.18
-//! virtual machine (`docs/validation.md`, "A measured background"), about 3% of the gaps a
-//! spinning thread sees are another task running; the rest return to the thread they
+//! virtual machine (`docs/validation.md`, "The measured gaps do not start it"), 1–4% of the gaps
+//! a spinning thread sees are another task running; the rest return to the thread they
 //! interrupted. Those still matter to the scheduler: the kernel charges an interrupt to the task
 //! it interrupts unless `CONFIG_IRQ_TIME_ACCOUNTING` is set, and a hypervisor's exits unless it
 //! reports them as steal time (`update_rq_clock_task` subtracts both only then), so the task's
