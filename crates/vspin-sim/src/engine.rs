@@ -16,6 +16,8 @@ pub enum Event {
     SpinCheck { vcpu: u32, gen: u32 },
     /// Host scheduler tick on a pCPU.
     Tick { pcpu: u32 },
+    /// A pCPU's periodic load balancing is due (`load_balance.rs`).
+    Balance { pcpu: u32 },
     /// A host interruption of a pCPU (`interruptions`).
     Interruption { pcpu: u32 },
     /// A halted vCPU's guest timer fires (idle sleep ends, or a tick interrupt while it waits in

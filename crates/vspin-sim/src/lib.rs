@@ -37,6 +37,7 @@ mod directed_yield;
 mod eevdf;
 mod guest;
 mod interruptions;
+mod load_balance;
 mod locks;
 mod monitor;
 mod ple;

@@ -34,6 +34,7 @@ pub struct Counters {
     pub lhp_events: u64,
     pub lwp_events: u64,
     pub context_switches: u64,
+    pub migrations: u64,
     pub shootdowns: u64,
     pub wake_ipis: u64,
     pub out_of_order: u64,
@@ -50,6 +51,7 @@ impl Counters {
         self.lhp_events += o.lhp_events;
         self.lwp_events += o.lwp_events;
         self.context_switches += o.context_switches;
+        self.migrations += o.migrations;
         self.shootdowns += o.shootdowns;
         self.wake_ipis += o.wake_ipis;
         self.out_of_order += o.out_of_order;

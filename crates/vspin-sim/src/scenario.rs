@@ -62,6 +62,7 @@ macro_rules! named_values {
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf });
 named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
+named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
     "tas" => Tas,
@@ -247,6 +248,8 @@ pub struct HypervisorConfig {
     #[serde(default)]
     pub directed_yield: DirectedYieldKind,
     #[serde(default)]
+    pub load_balance: LoadBalanceKind,
+    #[serde(default)]
     pub halt_poll: HaltPollConfig,
 }
 
@@ -282,6 +285,19 @@ pub enum SchedulerKind {
     Cfs,
     /// Linux EEVDF as in v6.8 (`kernel-mechanisms.md` §7.2): the host scheduler since v6.6.
     Eevdf,
+}
+
+/// How the host moves runnable unpinned vCPUs between pCPUs (`load_balance.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadBalanceKind {
+    /// Only a pCPU that goes idle pulls (`idle_balance`): the model before periodic balancing
+    /// existed (up to 2026-11-25), kept to compare with and to re-run older results.
+    Newidle,
+    /// `idle_balance` plus the periodic balancing of every pCPU over its scheduling domains
+    /// (`rebalance_domains`), as Linux does.
+    #[default]
+    Periodic,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

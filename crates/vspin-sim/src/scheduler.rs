@@ -26,9 +26,8 @@
 //! (hackbench LWP share at x2 58% → 7%); with 3.19's gate it almost never pulls there (avg_idle
 //! settles at a few µs).
 //!
-//! Periodic and tick-kicked idle load balancing is not modelled, and the unpinned VEE'13
-//! results rest on that: in its hackbench and dvdstore runs a pCPU sits idle for 73 and 55 ms
-//! of 2 s while a cold unpinned vCPU waits on another queue, which those balancers could move.
+//! Periodic balancing (every pCPU over its scheduling domains, and the idle pCPUs' share of it
+//! that Linux does through the NOHZ idle balancer) is `load_balance.rs`.
 use crate::engine::Event;
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
@@ -387,6 +386,15 @@ impl Sim {
         let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| (self.vcpus[q as usize].se.exec_start, q)) else {
             return;
         };
+        self.pull(v, src, p);
+        self.pcpus[p as usize].idle_stamp = None;
+        self.schedule(p);
+    }
+
+    /// Move the queued (not running) vCPU `v` from `src`'s run queue to `p`'s (a balancer's
+    /// migration; a woken vCPU placed on another pCPU is not counted as one).
+    pub(crate) fn pull(&mut self, v: u32, src: u32, p: u32) {
+        self.vcpus[v as usize].counters.migrations += 1;
         // Dequeue from `src` as `dequeue_entity` does: its vruntime or lag is taken while it
         // still counts there.
         self.clear_buddies(src, v);
@@ -400,8 +408,6 @@ impl Sim {
             self.pcpus[src as usize].queued.retain(|&q| q != v);
         }
         self.pcpus[p as usize].queued.push(v);
-        self.pcpus[p as usize].idle_stamp = None;
-        self.schedule(p);
     }
 
     /// A thread is woken onto `p`: if `p` was idle, fold that idle period into `avg_idle`

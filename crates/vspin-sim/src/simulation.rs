@@ -12,7 +12,7 @@ use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
+use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
@@ -67,6 +67,8 @@ pub(crate) struct Pcpu {
     pub avg_idle: u64,
     /// `rq->idle_stamp`: when the pCPU last went idle, until a thread is woken onto it.
     pub idle_stamp: Option<Time>,
+    /// Periodic balancing state of each of the pCPU's scheduling domains, lowest first.
+    pub balance: Vec<crate::load_balance::DomainState>,
 }
 
 pub(crate) struct Vm {
@@ -97,6 +99,7 @@ pub struct Sim {
     pub(crate) halt_poll: HaltPollConfig,
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
+    pub(crate) load_balance: LoadBalanceKind,
     pub(crate) pcpus: Vec<Pcpu>,
     pub(crate) topology: Topology,
     pub(crate) idle_states: Vec<IdleState>,
@@ -189,6 +192,7 @@ impl Sim {
                 idle: IdleGovernor::default(),
                 avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
                 idle_stamp: None,
+                balance: Vec::new(),
             })
             .collect();
         let mut sim = Sim {
@@ -201,6 +205,7 @@ impl Sim {
             halt_poll: sc.hypervisor.halt_poll.clone(),
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
+            load_balance: sc.hypervisor.load_balance,
             pcpus,
             topology,
             idle_states: h.idle_states.clone(),
@@ -372,6 +377,7 @@ impl Sim {
             self.schedule(p);
         }
         self.start_interruptions();
+        self.start_periodic_balance();
         self.q.push(AUDIT_PERIOD_NS, Event::Audit);
         self.q.push(self.end, Event::End);
         while let Some((t, ev)) = self.q.pop() {
@@ -381,6 +387,7 @@ impl Sim {
                 Event::SpinCheck { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.spin_check(vcpu),
                 Event::GuestTimer { vcpu, gen } => self.guest_timer(vcpu, gen),
                 Event::Tick { pcpu } => self.tick(pcpu),
+                Event::Balance { pcpu } => self.periodic_balance(pcpu),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {

@@ -27,17 +27,18 @@ fn scenario() -> impl Strategy<Value = String> {
             1u32..=3,
             prop::sample::select(vec!["cfs", "eevdf"]),
             prop::sample::select(vec![0u64, 200_000]),
+            prop::sample::select(vec!["periodic", "newidle"]),
         ),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),
         (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>()),
     )
-        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll), vms, (think, cs, locks), (block, shoot, seed, background))| {
+        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background))| {
             let pcpus = sockets * cores;
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
                  [hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\n\
-                 halt_poll = {{ max_ns = {poll} }}\n",
+                 halt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n",
                 if background { "background = { interval_us = 1000, burst_us = 100 }\ninterruptions = { interval_us = 200, burst_us = 5 }\n" } else { "" }
             );
             for (i, (vcpus, pin)) in vms.into_iter().enumerate() {

@@ -1,0 +1,409 @@
+//! Periodic load balancing of the host scheduler (`hypervisor.load_balance = "periodic"`, the
+//! default): Linux 3.19's `rebalance_domains` → `load_balance` (`kernel/sched/fair.c`), and its
+//! 6.8 successor where the two differ (named below).
+//!
+//! Why it matters here: without it, an unpinned vCPU stays on the run queue it was woken onto
+//! (a pCPU going idle pulls only a cold one, `scheduler.rs`), so two vCPUs of one VM can share a
+//! pCPU for a whole run while other pCPUs run one each. Over-committed lock experiments are
+//! sensitive to that: the ticket lock's convoys in the unpinned VEE'13 setup form on such queues
+//! (`docs/mechanisms/pticket.md`, "Periodic load balancing").
+//!
+//! The model, per pCPU, on every tick (ticks stand for jiffies; an idle pCPU's share is done by
+//! the NOHZ idle balancer in Linux, at the same intervals, so it is checked here as if it ticked):
+//! - **Domains** (`sd_init`), lowest first, a level dropped when its span is its child's: SMT
+//!   (the core's threads; groups: single pCPUs; `imbalance_pct` 110, `cache_nice_tries` 0), MC
+//!   (the socket; groups: cores; 117, 1), DIE (all pCPUs; groups: sockets; 125, 1: sockets are
+//!   not NUMA nodes here, whose level would try twice).
+//! - **When**: a domain is balanced once `balance_interval` has passed since its last balance;
+//!   the interval starts at `min_interval` = the span's pCPU count in ms, doubles up to
+//!   `max_interval` (twice that) each time the domain is found balanced, returns to the minimum
+//!   when tasks move, and is multiplied by `busy_factor` (32; 16 since Linux 5.10) while the
+//!   pCPU runs something, capped at `max_load_balance_interval` (HZ × pCPUs / 10 jiffies).
+//! - **Whether** (`find_busiest_group`): the busiest group is the one with the most runnable
+//!   vCPUs per pCPU. The domain is balanced unless that group is above the local one and the
+//!   local one is below the domain's average; a busy pCPU also needs the busiest group above the
+//!   local one by `imbalance_pct`, an idle one needs it to hold more vCPUs than pCPUs.
+//! - **How many** (`calculate_imbalance`, `fix_small_imbalance`, `detach_tasks`): enough to bring
+//!   the busiest group down to the average without lifting the local one above it, rounded to
+//!   whole vCPUs; below one vCPU, one if the busiest group is at least one vCPU per pCPU above
+//!   the local one (3.19); since 5.5 (the 6.8 host) that one moves only on a pass after a failed
+//!   one.
+//! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
+//!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs, the
+//!   coldest first. A vCPU that ran within `sysctl_sched_migration_cost` is cache-hot and moves
+//!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
+//!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
+//!
+//! Simplifications (named, not hidden): load is the number of runnable vCPUs, not PELT's decayed
+//! average (every vCPU thread is nice 0 and a busy vCPU is always runnable); active balancing
+//! (the stopper thread pushing a *running* task) is not modelled; the balancing itself costs no
+//! simulated time.
+use crate::engine::Event;
+use crate::scenario::{LoadBalanceKind, SchedulerKind};
+use crate::scheduler::MIGRATION_COST_NS;
+use crate::simulation::Sim;
+use crate::vcpu::Affinity;
+
+/// `sd->busy_factor`: a busy pCPU balances this many times less often. 32 in Linux 3.19 (the
+/// CFS host); 16 since 5.10 (commit "sched/fair: Reduce busy load balance interval"), so in
+/// the 6.8 EEVDF host.
+fn busy_factor(scheduler: SchedulerKind) -> u64 {
+    match scheduler {
+        SchedulerKind::Cfs => 32,
+        SchedulerKind::Eevdf => 16,
+    }
+}
+
+/// One scheduling domain of a pCPU.
+struct Domain {
+    /// Groups of pCPUs whose loads are compared; the first holds the balancing pCPU.
+    groups: Vec<Vec<u32>>,
+    imbalance_pct: u64,
+    cache_nice_tries: u32,
+}
+
+impl Domain {
+    fn span_len(&self) -> u64 {
+        self.groups.iter().map(|g| g.len() as u64).sum()
+    }
+}
+
+/// What a `load_balance` pass did.
+enum Outcome {
+    /// No imbalance worth moving for (`out_balanced`).
+    Balanced,
+    /// An imbalance, but nothing moved: every vCPU that could was cache-hot, or (6.8) the
+    /// imbalance was below one vCPU on a first try.
+    Failed,
+    Moved,
+}
+use Outcome::{Balanced, Failed, Moved};
+
+/// Per pCPU and domain: when it last balanced and its current interval (ms).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DomainState {
+    pub last_balance: u64,
+    pub interval_ms: u64,
+    pub failed: u32,
+}
+
+impl Sim {
+    /// Arm every pCPU's balancing tick, when periodic balancing is on and some vCPU may move
+    /// (with every vCPU pinned there is nothing to balance, and no event is spent on it).
+    pub(crate) fn start_periodic_balance(&mut self) {
+        if self.load_balance != LoadBalanceKind::Periodic || self.vcpus.iter().all(|v| v.affinity != Affinity::Any) {
+            return;
+        }
+        for p in 0..self.pcpus.len() as u32 {
+            self.pcpus[p as usize].balance = self
+                .domains(p)
+                .iter()
+                .map(|d| DomainState { last_balance: 0, interval_ms: d.span_len(), failed: 0 })
+                .collect();
+            self.q.push(self.costs.tick_ns, Event::Balance { pcpu: p });
+        }
+    }
+
+    /// `rebalance_domains` on pCPU `p` at a tick.
+    pub(crate) fn periodic_balance(&mut self, p: u32) {
+        let busy = self.pcpus[p as usize].curr.is_some();
+        // `max_load_balance_interval`: HZ × pCPUs / 10 jiffies, a tenth of a second per pCPU.
+        let cap_ns = self.pcpus.len() as u64 * 100_000_000;
+        for (level, d) in self.domains(p).iter().enumerate() {
+            let st = self.pcpus[p as usize].balance[level];
+            let interval_ns = (st.interval_ms * 1_000_000 * if busy { busy_factor(self.scheduler) } else { 1 }).min(cap_ns).max(self.costs.tick_ns);
+            if self.now - st.last_balance < interval_ns {
+                continue;
+            }
+            let moved = self.load_balance(p, d, level);
+            let min = d.span_len();
+            let st = &mut self.pcpus[p as usize].balance[level];
+            st.last_balance = self.now;
+            match moved {
+                Balanced => {
+                    st.failed = 0;
+                    st.interval_ms = (st.interval_ms * 2).min(2 * min);
+                }
+                Failed => st.failed += 1,
+                Moved => {
+                    st.failed = 0;
+                    st.interval_ms = min;
+                }
+            }
+        }
+        self.q.push(self.now + self.costs.tick_ns, Event::Balance { pcpu: p });
+    }
+
+    /// `load_balance` of domain `d` (level `level`) into pCPU `p`.
+    fn load_balance(&mut self, p: u32, d: &Domain, level: usize) -> Outcome {
+        let Some(n) = self.imbalance(p, d, level) else { return Balanced };
+        if n == 0 {
+            return Failed;
+        }
+        let now = self.now;
+        let may_move = |s: &Sim, v: u32| s.vcpus[v as usize].affinity == Affinity::Any;
+        // `find_busiest_queue` in the busiest group, skipping queues whose every vCPU is pinned
+        // (the `LBF_ALL_PINNED` retry).
+        let gives = |q: u32| self.pcpus[q as usize].queued.iter().any(|&v| may_move(self, v));
+        let busiest = self.busiest_group(d);
+        let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_running(q), std::cmp::Reverse(q))) else {
+            return Balanced;
+        };
+        let hot_ok = self.pcpus[p as usize].balance[level].failed > d.cache_nice_tries;
+        let mut candidates: Vec<u32> = self.pcpus[src as usize]
+            .queued
+            .iter()
+            .copied()
+            .filter(|&v| may_move(self, v) && (hot_ok || now - self.vcpus[v as usize].se.exec_start >= MIGRATION_COST_NS))
+            .collect();
+        if candidates.is_empty() {
+            return Failed;
+        }
+        candidates.sort_by_key(|&v| (self.vcpus[v as usize].se.exec_start, v));
+        for &v in candidates.iter().take(n) {
+            self.pull(v, src, p);
+            self.check_preempt_curr(p, v);
+        }
+        self.maybe_arm_tick(p);
+        Moved
+    }
+
+    /// The group of `d` other than the local one with the most runnable vCPUs per pCPU (the
+    /// first of equals).
+    fn busiest_group<'d>(&self, d: &'d Domain) -> &'d [u32] {
+        let avg = |g: &[u32]| g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64 / g.len() as f64;
+        let mut best = &d.groups[1];
+        for g in &d.groups[2..] {
+            if avg(g) > avg(best) {
+                best = g;
+            }
+        }
+        best
+    }
+
+    /// How many vCPUs `p` should pull in domain `d` (`find_busiest_group` and
+    /// `calculate_imbalance`, loads counted in runnable vCPUs), or `None` when it is balanced
+    /// (0: imbalanced, but this pass moves nothing and counts as failed).
+    fn imbalance(&self, p: u32, d: &Domain, level: usize) -> Option<usize> {
+        if d.groups.len() < 2 {
+            return None;
+        }
+        let load = |g: &[u32]| g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64;
+        let busiest = self.busiest_group(d);
+        let (local_n, busiest_n) = (d.groups[0].len() as f64, busiest.len() as f64);
+        let (local, remote) = (load(&d.groups[0]) / local_n, load(busiest) / busiest_n);
+        let domain = d.groups.iter().map(|g| load(g)).sum::<f64>() / d.span_len() as f64;
+        // `out_balanced` unless the busiest group is above the local one and the local one is
+        // below the domain's average.
+        if remote <= local || local >= domain {
+            return None;
+        }
+        if self.pcpus[p as usize].curr.is_none() {
+            // An idle pCPU pulls only from a group with more vCPUs than pCPUs (`group_overloaded`).
+            if remote <= 1.0 {
+                return None;
+            }
+        } else if 100.0 * remote <= d.imbalance_pct as f64 * local {
+            return None;
+        }
+        // Move what brings the busiest group down to the average without taking the local one
+        // above it; below one vCPU, `fix_small_imbalance` moves one if that does not reverse the
+        // imbalance (busiest at least one vCPU per pCPU above local).
+        let tasks = ((remote - domain) * busiest_n).min((domain - local) * local_n);
+        if tasks < 1.0 {
+            if remote - local < 1.0 {
+                return None;
+            }
+            // Since Linux 5.5 (the 6.8 EEVDF host) there is no `fix_small_imbalance`: a vCPU
+            // whose load exceeds the imbalance moves only after a failed pass has halved the
+            // load it must fit (`shr_bound(load, nr_balance_failed)` in `detach_tasks`).
+            if self.scheduler == SchedulerKind::Eevdf && self.pcpus[p as usize].balance[level].failed == 0 {
+                return Some(0);
+            }
+            return Some(1);
+        }
+        // `detach_tasks` takes a vCPU while half its load fits in what is left.
+        Some((tasks + 0.5).floor() as usize)
+    }
+
+    /// The domains of pCPU `p`, lowest first, degenerate levels dropped.
+    fn domains(&self, p: u32) -> Vec<Domain> {
+        let n = self.pcpus.len() as u32;
+        let core = |q: u32| {
+            let mut c: Vec<u32> = std::iter::once(q).chain(self.topology.siblings(q).iter().copied()).collect();
+            c.sort_unstable();
+            c
+        };
+        let socket = self.topology.socket_of();
+        // Groups of a span: the distinct values of `key` over it, in the circular order of
+        // Linux's group list that starts at the one holding `p`.
+        let grouped = |span: Vec<u32>, key: &dyn Fn(u32) -> Vec<u32>| {
+            let mut groups: Vec<Vec<u32>> = Vec::new();
+            for q in span {
+                let g = key(q);
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+            let own = groups.iter().position(|g| g.contains(&p)).expect("p is in its own span");
+            groups.rotate_left(own);
+            groups
+        };
+        let mut levels = Vec::new();
+        let smt = core(p);
+        if smt.len() > 1 {
+            levels.push(Domain { groups: grouped(smt.clone(), &|q| vec![q]), imbalance_pct: 110, cache_nice_tries: 0 });
+        }
+        let package: Vec<u32> = (0..n).filter(|&q| socket[q as usize] == socket[p as usize]).collect();
+        if package.len() > smt.len() {
+            levels.push(Domain { groups: grouped(package.clone(), &core), imbalance_pct: 117, cache_nice_tries: 1 });
+        }
+        if n as usize > package.len() {
+            let by_socket = |q: u32| (0..n).filter(|&r| socket[r as usize] == socket[q as usize]).collect();
+            levels.push(Domain { groups: grouped((0..n).collect(), &by_socket), imbalance_pct: 125, cache_nice_tries: 1 });
+        }
+        levels
+    }
+
+    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer.
+    fn check_preempt_curr(&mut self, p: u32, v: u32) {
+        let Some(c) = self.pcpus[p as usize].curr else {
+            return self.schedule(p);
+        };
+        let preempt = match self.scheduler {
+            SchedulerKind::Cfs => {
+                let ahead = self.vcpus[c as usize].se.vruntime as i64 - self.vcpus[v as usize].se.vruntime as i64;
+                ahead > self.costs.wakeup_granularity as i64
+            }
+            SchedulerKind::Eevdf => self.pick_eevdf(p, true) == Some(v),
+        };
+        if preempt {
+            if self.scheduler == SchedulerKind::Cfs {
+                self.pcpus[p as usize].next = Some(v);
+            }
+            self.schedule(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+    use crate::simulation::Sim;
+    use crate::vcpu::{Affinity, HostState};
+
+    const MS: u64 = 1_000_000;
+
+    /// A CFS host of `pcpus` pCPUs with periodic balancing and `vcpus` unpinned vCPUs, run
+    /// queues emptied for a test to fill, at 100 ms.
+    fn sim(sockets: u32, pcpus: u32, vcpus: u32) -> Sim {
+        let text = format!(
+            "duration_ms = 1000\n[host]\nsockets = {sockets}\ncores_per_socket = {pcpus}\n[hypervisor]\nload_balance = \"periodic\"\n\
+             [[vm]]\nname = \"g\"\nvcpus = {vcpus}\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
+        );
+        let mut s = Sim::new(&Scenario::from_toml(&text).unwrap());
+        for rq in &mut s.pcpus {
+            rq.queued.clear();
+            rq.curr = None;
+        }
+        s.now = 100 * MS;
+        s.start_periodic_balance();
+        s
+    }
+
+    /// Put `v` on `p`, running or queued, last run `ran_ago` ns ago.
+    fn put(s: &mut Sim, p: u32, v: u32, running: bool, ran_ago: u64) {
+        let vc = &mut s.vcpus[v as usize];
+        vc.pcpu = p;
+        vc.se.exec_start = s.now - ran_ago;
+        vc.host = if running { HostState::Running } else { HostState::Runnable };
+        if running {
+            s.pcpus[p as usize].curr = Some(v);
+        } else {
+            s.pcpus[p as usize].queued.push(v);
+        }
+    }
+
+    fn loads(s: &Sim) -> Vec<usize> {
+        (0..s.pcpus.len() as u32).map(|p| s.nr_running(p)).collect()
+    }
+
+    #[test]
+    fn a_busy_pcpu_pulls_cold_vcpus_from_a_stacked_queue() {
+        let mut s = sim(1, 2, 5);
+        put(&mut s, 0, 0, true, 0);
+        for v in 1..4 {
+            put(&mut s, 0, v, false, 10 * MS);
+        }
+        put(&mut s, 1, 4, true, 0);
+        s.periodic_balance(1);
+        // Imbalance 1.5 vCPUs: `detach_tasks` takes two (half of the second's load still fits).
+        assert_eq!(loads(&s), vec![2, 3]);
+    }
+
+    #[test]
+    fn cache_hot_vcpus_move_only_after_the_domain_failed_more_than_cache_nice_tries() {
+        let mut s = sim(1, 2, 3);
+        put(&mut s, 0, 0, true, 0);
+        put(&mut s, 0, 1, false, 100_000);
+        put(&mut s, 0, 2, false, 100_000);
+        let mut moves = 0;
+        for attempt in 0..3 {
+            s.now += s.pcpus.len() as u64 * 100 * MS; // past any interval
+            for v in 1..3 {
+                s.vcpus[v].se.exec_start = s.now - 100_000;
+            }
+            s.periodic_balance(1);
+            if s.nr_running(1) > 0 {
+                moves = attempt;
+                break;
+            }
+        }
+        // MC's `cache_nice_tries` is 1: two failed passes, then the third moves both hot vCPUs
+        // (3 against 0: an imbalance of 1.5).
+        assert_eq!(moves, 2);
+        assert_eq!(loads(&s), vec![1, 2]);
+    }
+
+    #[test]
+    fn pinned_vcpus_never_move() {
+        let mut s = sim(1, 2, 3);
+        for v in 0..3 {
+            s.vcpus[v as usize].affinity = Affinity::Pinned(0);
+            put(&mut s, 0, v, v == 0, 10 * MS);
+        }
+        s.periodic_balance(1);
+        assert_eq!(loads(&s), vec![3, 0]);
+    }
+
+    #[test]
+    fn one_vcpu_more_moves_only_while_the_local_pcpu_is_below_the_average() {
+        // 2, 2, 1: the lone vCPU's pCPU is below the average (5/3) and pulls one.
+        let mut s = sim(1, 3, 5);
+        put(&mut s, 0, 0, true, 0);
+        put(&mut s, 0, 1, false, 10 * MS);
+        put(&mut s, 1, 2, true, 0);
+        put(&mut s, 1, 3, false, 10 * MS);
+        put(&mut s, 2, 4, true, 0);
+        s.periodic_balance(2);
+        assert_eq!(loads(&s), vec![1, 2, 2]);
+        // Now 1, 2, 2 seen from a pCPU with 2: at the average's side already, nothing moves.
+        s.now += 10 * MS;
+        s.periodic_balance(1);
+        assert_eq!(loads(&s), vec![1, 2, 2]);
+    }
+
+    #[test]
+    fn sockets_are_balanced_as_groups() {
+        // Socket 0 (pCPUs 0, 1) holds 4 vCPUs, socket 1 (2, 3) one: pCPU 3, idle, pulls.
+        let mut s = sim(2, 2, 5);
+        put(&mut s, 0, 0, true, 0);
+        put(&mut s, 0, 1, false, 10 * MS);
+        put(&mut s, 1, 2, true, 0);
+        put(&mut s, 1, 3, false, 10 * MS);
+        put(&mut s, 2, 4, true, 0);
+        s.periodic_balance(3);
+        assert_eq!(s.nr_running(3), 1);
+        assert_eq!(loads(&s).iter().sum::<usize>(), 5);
+    }
+}
