@@ -324,6 +324,15 @@ mod tests {
         }
     }
 
+    /// pCPUs 0 and 1 each run a vCPU and queue a cold one; pCPU 2 runs one.
+    fn two_two_one(s: &mut Sim) {
+        for (p, v) in [(0, 0), (1, 2)] {
+            put(s, p, v, true, 0);
+            put(s, p, v + 1, false, 10 * MS);
+        }
+        put(s, 2, 4, true, 0);
+    }
+
     fn loads(s: &Sim) -> Vec<usize> {
         (0..s.pcpus.len() as u32).map(|p| s.nr_running(p)).collect()
     }
@@ -380,11 +389,7 @@ mod tests {
     fn one_vcpu_more_moves_only_while_the_local_pcpu_is_below_the_average() {
         // 2, 2, 1: the lone vCPU's pCPU is below the average (5/3) and pulls one.
         let mut s = sim(1, 3, 5);
-        put(&mut s, 0, 0, true, 0);
-        put(&mut s, 0, 1, false, 10 * MS);
-        put(&mut s, 1, 2, true, 0);
-        put(&mut s, 1, 3, false, 10 * MS);
-        put(&mut s, 2, 4, true, 0);
+        two_two_one(&mut s);
         s.periodic_balance(2);
         assert_eq!(loads(&s), vec![1, 2, 2]);
         // Now 1, 2, 2 seen from a pCPU with 2: at the average's side already, nothing moves.
@@ -397,11 +402,7 @@ mod tests {
     fn sockets_are_balanced_as_groups() {
         // Socket 0 (pCPUs 0, 1) holds 4 vCPUs, socket 1 (2, 3) one: pCPU 3, idle, pulls.
         let mut s = sim(2, 2, 5);
-        put(&mut s, 0, 0, true, 0);
-        put(&mut s, 0, 1, false, 10 * MS);
-        put(&mut s, 1, 2, true, 0);
-        put(&mut s, 1, 3, false, 10 * MS);
-        put(&mut s, 2, 4, true, 0);
+        two_two_one(&mut s);
         s.periodic_balance(3);
         assert_eq!(s.nr_running(3), 1);
         assert_eq!(loads(&s).iter().sum::<usize>(), 5);
