@@ -265,11 +265,15 @@ impl Sim {
         levels
     }
 
-    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer.
+    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer. A vCPU halt-polling
+    /// there stops, as it does for a woken one (`single_task_running` turns false).
     fn check_preempt_curr(&mut self, p: u32, v: u32) {
         let Some(c) = self.pcpus[p as usize].curr else {
             return self.schedule(p);
         };
+        if self.poller_gives_way(p) {
+            return;
+        }
         let preempt = match self.scheduler {
             SchedulerKind::Cfs => {
                 let ahead = self.vcpus[c as usize].se.vruntime as i64 - self.vcpus[v as usize].se.vruntime as i64;
