@@ -54,15 +54,26 @@ fn busy_factor(scheduler: SchedulerKind) -> u64 {
     }
 }
 
-/// One scheduling domain of a pCPU.
-struct Domain {
+/// One scheduling domain of a pCPU and its balancing state, as `struct sched_domain` holds both.
+pub(crate) struct Domain {
     /// Groups of pCPUs whose loads are compared; the first holds the balancing pCPU.
     groups: Vec<Vec<u32>>,
     imbalance_pct: u64,
     cache_nice_tries: u32,
+    last_balance: u64,
+    /// `balance_interval`, in ms.
+    interval_ms: u64,
+    /// `nr_balance_failed`.
+    failed: u32,
 }
 
 impl Domain {
+    fn new(groups: Vec<Vec<u32>>, imbalance_pct: u64, cache_nice_tries: u32) -> Domain {
+        let mut d = Domain { groups, imbalance_pct, cache_nice_tries, last_balance: 0, interval_ms: 0, failed: 0 };
+        d.interval_ms = d.span_len();
+        d
+    }
+
     fn span_len(&self) -> u64 {
         self.groups.iter().map(|g| g.len() as u64).sum()
     }
@@ -79,14 +90,6 @@ enum Outcome {
 }
 use Outcome::{Balanced, Failed, Moved};
 
-/// Per pCPU and domain: when it last balanced and its current interval (ms).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DomainState {
-    pub last_balance: u64,
-    pub interval_ms: u64,
-    pub failed: u32,
-}
-
 impl Sim {
     /// Arm every pCPU's balancing tick, when periodic balancing is on and some vCPU may move
     /// (with every vCPU pinned there is nothing to balance, and no event is spent on it).
@@ -95,11 +98,7 @@ impl Sim {
             return;
         }
         for p in 0..self.pcpus.len() as u32 {
-            self.pcpus[p as usize].balance = self
-                .domains(p)
-                .iter()
-                .map(|d| DomainState { last_balance: 0, interval_ms: d.span_len(), failed: 0 })
-                .collect();
+            self.pcpus[p as usize].domains = self.domains(p);
             self.q.push(self.costs.tick_ns, Event::Balance { pcpu: p });
         }
     }
@@ -109,34 +108,34 @@ impl Sim {
         let busy = self.pcpus[p as usize].curr.is_some();
         // `max_load_balance_interval`: HZ × pCPUs / 10 jiffies, a tenth of a second per pCPU.
         let cap_ns = self.pcpus.len() as u64 * 100_000_000;
-        for (level, d) in self.domains(p).iter().enumerate() {
-            let st = self.pcpus[p as usize].balance[level];
-            let interval_ns = (st.interval_ms * 1_000_000 * if busy { busy_factor(self.scheduler) } else { 1 }).min(cap_ns).max(self.costs.tick_ns);
-            if self.now - st.last_balance < interval_ns {
+        // The domains leave the pCPU for the pass, which changes the run queues.
+        let mut domains = std::mem::take(&mut self.pcpus[p as usize].domains);
+        for d in &mut domains {
+            let interval_ns = (d.interval_ms * 1_000_000 * if busy { busy_factor(self.scheduler) } else { 1 }).min(cap_ns).max(self.costs.tick_ns);
+            if self.now - d.last_balance < interval_ns {
                 continue;
             }
-            let moved = self.load_balance(p, d, level);
+            d.last_balance = self.now;
             let min = d.span_len();
-            let st = &mut self.pcpus[p as usize].balance[level];
-            st.last_balance = self.now;
-            match moved {
+            match self.load_balance(p, d) {
                 Balanced => {
-                    st.failed = 0;
-                    st.interval_ms = (st.interval_ms * 2).min(2 * min);
+                    d.failed = 0;
+                    d.interval_ms = (d.interval_ms * 2).min(2 * min);
                 }
-                Failed => st.failed += 1,
+                Failed => d.failed += 1,
                 Moved => {
-                    st.failed = 0;
-                    st.interval_ms = min;
+                    d.failed = 0;
+                    d.interval_ms = min;
                 }
             }
         }
+        self.pcpus[p as usize].domains = domains;
         self.q.push(self.now + self.costs.tick_ns, Event::Balance { pcpu: p });
     }
 
-    /// `load_balance` of domain `d` (level `level`) into pCPU `p`.
-    fn load_balance(&mut self, p: u32, d: &Domain, level: usize) -> Outcome {
-        let Some(n) = self.imbalance(p, d, level) else { return Balanced };
+    /// `load_balance` of domain `d` into pCPU `p`.
+    fn load_balance(&mut self, p: u32, d: &Domain) -> Outcome {
+        let Some(n) = self.imbalance(p, d) else { return Balanced };
         if n == 0 {
             return Failed;
         }
@@ -149,7 +148,7 @@ impl Sim {
         let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_running(q), std::cmp::Reverse(q))) else {
             return Balanced;
         };
-        let hot_ok = self.pcpus[p as usize].balance[level].failed > d.cache_nice_tries;
+        let hot_ok = d.failed > d.cache_nice_tries;
         let mut candidates: Vec<u32> = self.pcpus[src as usize]
             .queued
             .iter()
@@ -184,7 +183,7 @@ impl Sim {
     /// How many vCPUs `p` should pull in domain `d` (`find_busiest_group` and
     /// `calculate_imbalance`, loads counted in runnable vCPUs), or `None` when it is balanced
     /// (0: imbalanced, but this pass moves nothing and counts as failed).
-    fn imbalance(&self, p: u32, d: &Domain, level: usize) -> Option<usize> {
+    fn imbalance(&self, p: u32, d: &Domain) -> Option<usize> {
         if d.groups.len() < 2 {
             return None;
         }
@@ -217,7 +216,7 @@ impl Sim {
             // Since Linux 5.5 (the 6.8 EEVDF host) there is no `fix_small_imbalance`: a vCPU
             // whose load exceeds the imbalance moves only after a failed pass has halved the
             // load it must fit (`shr_bound(load, nr_balance_failed)` in `detach_tasks`).
-            if self.scheduler == SchedulerKind::Eevdf && self.pcpus[p as usize].balance[level].failed == 0 {
+            if self.scheduler == SchedulerKind::Eevdf && d.failed == 0 {
                 return Some(0);
             }
             return Some(1);
@@ -252,15 +251,15 @@ impl Sim {
         let mut levels = Vec::new();
         let smt = core(p);
         if smt.len() > 1 {
-            levels.push(Domain { groups: grouped(smt.clone(), &|q| vec![q]), imbalance_pct: 110, cache_nice_tries: 0 });
+            levels.push(Domain::new(grouped(smt.clone(), &|q| vec![q]), 110, 0));
         }
         let package: Vec<u32> = (0..n).filter(|&q| socket[q as usize] == socket[p as usize]).collect();
         if package.len() > smt.len() {
-            levels.push(Domain { groups: grouped(package.clone(), &core), imbalance_pct: 117, cache_nice_tries: 1 });
+            levels.push(Domain::new(grouped(package.clone(), &core), 117, 1));
         }
         if n as usize > package.len() {
             let by_socket = |q: u32| (0..n).filter(|&r| socket[r as usize] == socket[q as usize]).collect();
-            levels.push(Domain { groups: grouped((0..n).collect(), &by_socket), imbalance_pct: 125, cache_nice_tries: 1 });
+            levels.push(Domain::new(grouped((0..n).collect(), &by_socket), 125, 1));
         }
         levels
     }

@@ -67,8 +67,9 @@ pub(crate) struct Pcpu {
     pub avg_idle: u64,
     /// `rq->idle_stamp`: when the pCPU last went idle, until a thread is woken onto it.
     pub idle_stamp: Option<Time>,
-    /// Periodic balancing state of each of the pCPU's scheduling domains, lowest first.
-    pub balance: Vec<crate::load_balance::DomainState>,
+    /// The pCPU's scheduling domains with their balancing state, lowest first (periodic
+    /// balancing only).
+    pub domains: Vec<crate::load_balance::Domain>,
 }
 
 pub(crate) struct Vm {
@@ -192,7 +193,7 @@ impl Sim {
                 idle: IdleGovernor::default(),
                 avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
                 idle_stamp: None,
-                balance: Vec::new(),
+                domains: Vec::new(),
             })
             .collect();
         let mut sim = Sim {
