@@ -3,7 +3,8 @@ dominates in over-committed hosts, and a ticket lock whose waiters may overtake 
 recovers most of the loss without hypervisor help.
 
 The paper's setup, as we model it:
-- host: 8 cores at 2.6 GHz (one socket; SMT not modelled), KVM, CFS;
+- host: 8 cores at 2.6 GHz (one socket; SMT not modelled), KVM, CFS with its periodic load
+  balancing (the simulator's default since 2026-11-25: `docs/mechanisms/pticket.md`);
 - guests: 8 vCPUs, unpinned; x1 = one VM, x2 = two VMs running the same benchmark;
 - locks: ticket, pv-lock (our `pv-ticket`, the Linux 3.19 protocol standing in for the 3.5
   patch series), preemptable ticket, PV preemptable ticket;
