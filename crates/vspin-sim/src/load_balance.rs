@@ -135,7 +135,7 @@ impl Sim {
 
     /// `load_balance` of domain `d` into pCPU `p`.
     fn load_balance(&mut self, p: u32, d: &Domain) -> Outcome {
-        let Some(n) = self.imbalance(p, d) else { return Balanced };
+        let Some((n, busiest)) = self.imbalance(p, d) else { return Balanced };
         if n == 0 {
             return Failed;
         }
@@ -144,7 +144,6 @@ impl Sim {
         // `find_busiest_queue` in the busiest group, skipping queues whose every vCPU is pinned
         // (the `LBF_ALL_PINNED` retry).
         let gives = |q: u32| self.pcpus[q as usize].queued.iter().any(|&v| may_move(self, v));
-        let busiest = self.busiest_group(d);
         let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_running(q), std::cmp::Reverse(q))) else {
             return Balanced;
         };
@@ -180,10 +179,10 @@ impl Sim {
         best
     }
 
-    /// How many vCPUs `p` should pull in domain `d` (`find_busiest_group` and
-    /// `calculate_imbalance`, loads counted in runnable vCPUs), or `None` when it is balanced
-    /// (0: imbalanced, but this pass moves nothing and counts as failed).
-    fn imbalance(&self, p: u32, d: &Domain) -> Option<usize> {
+    /// How many vCPUs `p` should pull in domain `d`, and from which group (`find_busiest_group`
+    /// and `calculate_imbalance`, loads counted in runnable vCPUs), or `None` when it is
+    /// balanced (0: imbalanced, but this pass moves nothing and counts as failed).
+    fn imbalance<'d>(&self, p: u32, d: &'d Domain) -> Option<(usize, &'d [u32])> {
         if d.groups.len() < 2 {
             return None;
         }
@@ -217,12 +216,12 @@ impl Sim {
             // whose load exceeds the imbalance moves only after a failed pass has halved the
             // load it must fit (`shr_bound(load, nr_balance_failed)` in `detach_tasks`).
             if self.scheduler == SchedulerKind::Eevdf && d.failed == 0 {
-                return Some(0);
+                return Some((0, busiest));
             }
-            return Some(1);
+            return Some((1, busiest));
         }
         // `detach_tasks` takes a vCPU while half its load fits in what is left.
-        Some((tasks + 0.5).floor() as usize)
+        Some(((tasks + 0.5).floor() as usize, busiest))
     }
 
     /// The domains of pCPU `p`, lowest first, degenerate levels dropped.
@@ -264,27 +263,14 @@ impl Sim {
         levels
     }
 
-    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer. A vCPU halt-polling
-    /// there stops, as it does for a woken one (`single_task_running` turns false).
+    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer: as for a woken one,
+    /// including a halt-polling vCPU there stopping (`single_task_running` turns false).
     fn check_preempt_curr(&mut self, p: u32, v: u32) {
         let Some(c) = self.pcpus[p as usize].curr else {
             return self.schedule(p);
         };
-        if self.poller_gives_way(p) {
-            return;
-        }
-        let preempt = match self.scheduler {
-            SchedulerKind::Cfs => {
-                let ahead = self.vcpus[c as usize].se.vruntime as i64 - self.vcpus[v as usize].se.vruntime as i64;
-                ahead > self.costs.wakeup_granularity as i64
-            }
-            SchedulerKind::Eevdf => self.pick_eevdf(p, true) == Some(v),
-        };
-        if preempt {
-            if self.scheduler == SchedulerKind::Cfs {
-                self.pcpus[p as usize].next = Some(v);
-            }
-            self.schedule(p);
+        if !self.poller_gives_way(p) {
+            self.preempt_if_newcomer_wins(p, c, v);
         }
     }
 }

@@ -310,14 +310,27 @@ impl Sim {
         }
         match self.pcpus[p as usize].curr {
             None => self.schedule(p),
-            Some(c) => {
-                if self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64 {
-                    self.pcpus[p as usize].next = Some(v);
-                    self.schedule(p);
-                }
-            }
+            Some(c) => self.preempt_if_newcomer_wins(p, c, v),
         }
         self.maybe_arm_tick(p);
+    }
+
+    /// `check_preempt_wakeup` for `v`, just queued on `p` (woken, or moved there by a
+    /// balancer), against `p`'s current vCPU `c`: under CFS it preempts if `c` is more than the
+    /// wake-up granularity ahead, and becomes the `next` buddy; under EEVDF if `pick_eevdf`
+    /// (with `RUN_TO_PARITY`) would now run it.
+    pub(crate) fn preempt_if_newcomer_wins(&mut self, p: u32, c: u32, v: u32) {
+        let wins = match self.scheduler {
+            SchedulerKind::Cfs => self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64,
+            SchedulerKind::Eevdf => self.pick_eevdf(p, true) == Some(v),
+        };
+        if !wins {
+            return;
+        }
+        if self.scheduler == SchedulerKind::Cfs {
+            self.pcpus[p as usize].next = Some(v);
+        }
+        self.schedule(p);
     }
 
     /// EEVDF wake-up: placed by its lag; it preempts if `pick_eevdf` would now run it (or the
@@ -329,8 +342,9 @@ impl Sim {
         if self.poller_gives_way(p) {
             return;
         }
-        if self.pcpus[p as usize].curr.is_none() || self.pcpus[p as usize].need_resched || self.pick_eevdf(p, true) == Some(v) {
-            self.schedule(p);
+        match self.pcpus[p as usize].curr {
+            Some(c) if !self.pcpus[p as usize].need_resched => self.preempt_if_newcomer_wins(p, c, v),
+            _ => self.schedule(p),
         }
         self.maybe_arm_tick(p);
     }
