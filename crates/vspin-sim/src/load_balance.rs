@@ -40,7 +40,6 @@
 //! simulated time.
 use crate::engine::Event;
 use crate::scenario::{LoadBalanceKind, SchedulerKind};
-use crate::scheduler::MIGRATION_COST_NS;
 use crate::simulation::Sim;
 use crate::vcpu::Affinity;
 
@@ -139,7 +138,6 @@ impl Sim {
         if n == 0 {
             return Failed;
         }
-        let now = self.now;
         let may_move = |s: &Sim, v: u32| s.vcpus[v as usize].affinity == Affinity::Any;
         // `find_busiest_queue` in the busiest group, skipping queues whose every vCPU is pinned
         // (the `LBF_ALL_PINNED` retry).
@@ -152,7 +150,7 @@ impl Sim {
             .queued
             .iter()
             .copied()
-            .filter(|&v| may_move(self, v) && (hot_ok || now - self.vcpus[v as usize].se.exec_start >= MIGRATION_COST_NS))
+            .filter(|&v| may_move(self, v) && (hot_ok || !self.task_hot(v, src, p)))
             .collect();
         if candidates.is_empty() {
             return Failed;

@@ -382,15 +382,7 @@ impl Sim {
         if self.pcpus[p as usize].avg_idle < gate {
             return;
         }
-        // `can_migrate_task`: not a thread that ran within the migration cost (`task_hot`),
-        // except, since 5.x, between SMT siblings, which share every cache.
-        let siblings_never_hot = self.scheduler == SchedulerKind::Eevdf;
-        let movable = |s: &Sim, q: u32, src: u32| {
-            let vc = &s.vcpus[q as usize];
-            let cold = now - vc.se.exec_start >= MIGRATION_COST_NS
-                || (siblings_never_hot && s.topology.siblings(p).contains(&src));
-            vc.affinity == Affinity::Any && cold
-        };
+        let movable = |s: &Sim, q: u32, src: u32| s.vcpus[q as usize].affinity == Affinity::Any && !s.task_hot(q, src, p);
         let n = self.pcpus.len() as u32;
         let busiest = (0..n)
             .filter(|&o| o != p && self.pcpus[o as usize].queued.iter().any(|&q| movable(self, q, o)))
@@ -403,6 +395,16 @@ impl Sim {
         self.pull(v, src, p);
         self.pcpus[p as usize].idle_stamp = None;
         self.schedule(p);
+    }
+
+    /// `task_hot`, the cache-hot test of `can_migrate_task`: `v` ran on `src` within the
+    /// migration cost, unless (since 5.x, so on the 6.8 EEVDF host) `src` and `dst` are SMT
+    /// siblings, which share every cache.
+    pub(crate) fn task_hot(&self, v: u32, src: u32, dst: u32) -> bool {
+        if self.scheduler == SchedulerKind::Eevdf && self.topology.siblings(dst).contains(&src) {
+            return false;
+        }
+        self.now - self.vcpus[v as usize].se.exec_start < MIGRATION_COST_NS
     }
 
     /// Move the queued (not running) vCPU `v` from `src`'s run queue to `p`'s (a balancer's
