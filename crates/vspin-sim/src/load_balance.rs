@@ -30,7 +30,8 @@
 //!   one.
 //! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
 //!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs, the
-//!   coldest first. A vCPU that ran within `sysctl_sched_migration_cost` is cache-hot and moves
+//!   coldest first. A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
+//!   `idle_balance`: never between SMT siblings on the 6.8 host) is cache-hot and moves
 //!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
 //!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
 //!
@@ -167,7 +168,7 @@ impl Sim {
     /// The group of `d` other than the local one with the most runnable vCPUs per pCPU (the
     /// first of equals).
     fn busiest_group<'d>(&self, d: &'d Domain) -> &'d [u32] {
-        let avg = |g: &[u32]| g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64 / g.len() as f64;
+        let avg = |g: &[u32]| self.runnable(g) / g.len() as f64;
         let mut best = &d.groups[1];
         for g in &d.groups[2..] {
             if avg(g) > avg(best) {
@@ -177,6 +178,11 @@ impl Sim {
         best
     }
 
+    /// Runnable vCPUs on the pCPUs of `g`, the load the balancer compares.
+    fn runnable(&self, g: &[u32]) -> f64 {
+        g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64
+    }
+
     /// How many vCPUs `p` should pull in domain `d`, and from which group (`find_busiest_group`
     /// and `calculate_imbalance`, loads counted in runnable vCPUs), or `None` when it is
     /// balanced (0: imbalanced, but this pass moves nothing and counts as failed).
@@ -184,7 +190,7 @@ impl Sim {
         if d.groups.len() < 2 {
             return None;
         }
-        let load = |g: &[u32]| g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64;
+        let load = |g: &[u32]| self.runnable(g);
         let busiest = self.busiest_group(d);
         let (local_n, busiest_n) = (d.groups[0].len() as f64, busiest.len() as f64);
         let (local, remote) = (load(&d.groups[0]) / local_n, load(busiest) / busiest_n);
