@@ -1,5 +1,6 @@
-//! KVM's directed yield on a PLE exit: `kvm_vcpu_on_spin` of Linux 3.18 and of Linux 6.8
-//! (`virt/kvm/kvm_main.c`, `kernel-mechanisms.md` §5.1 and §5.2).
+//! KVM's directed yield on a PLE exit: `kvm_vcpu_on_spin` of Linux 3.5, 3.18 and 6.8
+//! (`virt/kvm/kvm_main.c`; 3.18 and 6.8 in `kernel-mechanisms.md` §5.1 and §5.2, 3.5 read from a
+//! v3.5.0 tree, `xuguangmin/linux-3.5-for_study`).
 //!
 //! The spinning vCPU scans its VM's vCPUs in two passes starting after `last_boosted_vcpu`,
 //! skipping vCPUs that are not candidates and those failing
@@ -8,6 +9,11 @@
 //! `yield_to` ends the scan and becomes `last_boosted_vcpu`; three `-ESRCH` results end it too.
 //!
 //! Who is a candidate is what changed between the versions:
+//! - 3.5 (the VEE'13 seed's host): any vCPU not on its halt wait queue (`waitqueue_active`) for
+//!   which `yield_to` succeeds, i.e. one that is runnable and not on a pCPU. A vCPU woken from HLT
+//!   stays on the wait queue until it runs (`finish_wait` after `schedule()` returns), so it is
+//!   not one. There is no eligibility filter (`in_spin_loop`/`dy_eligible`), no `-ESRCH` limit,
+//!   and pass 0 starts at vCPU 0 when `last_boosted_vcpu` is 0 ([`scan_order`]).
 //! - 3.18: `vcpu->preempted`, a vCPU descheduled while runnable. A vCPU woken from HLT (a kicked
 //!   lock waiter) that has not run yet is not one.
 //! - 6.8: `vcpu->ready`, set at a preemption **and** at a wake-up from HLT, so a kicked waiter
@@ -21,36 +27,40 @@ use crate::scenario::DirectedYieldKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HostState};
 
+/// The vCPU indices the two passes consider, in order: pass 0 after `last_boosted_vcpu`, pass 1
+/// from 0 up to it. Linux 3.5's pass 0 skips indices below `last` and then jumps past it, which
+/// skips nothing when `last` is 0: vCPU 0 then comes first (and again in pass 1).
+fn scan_order(n: i64, last: i64, kernel: DirectedYieldKind) -> impl Iterator<Item = i64> {
+    let pass_0_from = if kernel == DirectedYieldKind::Kvm35 && last == 0 { 0 } else { last + 1 };
+    (pass_0_from..n).chain(0..=last)
+}
+
 impl Sim {
     /// Returns whether the vCPU yielded to another.
     pub(crate) fn kvm_vcpu_on_spin(&mut self, me: u32, kernel: DirectedYieldKind) -> bool {
         let vm = self.vcpus[me as usize].vm as usize;
         let (first, n, last) = (self.vms[vm].first_vcpu, self.vms[vm].vcpus as i64, self.vms[vm].last_boosted);
         let mut tries = 3;
-        for pass in 0..2 {
-            for i in 0..n {
-                if (pass == 0 && i <= last) || (pass == 1 && i > last) {
-                    continue;
-                }
-                let v = first + i as u32;
-                if v == me || !self.yield_candidate(v, kernel) {
-                    continue;
-                }
-                if !self.eligible_for_directed_yield(v) {
-                    continue;
-                }
-                let r = self.yield_to(me, v);
-                if r > 0 {
-                    self.trace_instant(me, || format!("directed yield to vCPU {i}"));
-                    self.vms[vm].last_boosted = i;
-                    self.vcpus[me as usize].counters.directed_yields += 1;
-                    return true;
-                }
-                if r < 0 {
-                    tries -= 1;
-                    if tries == 0 {
-                        return false;
-                    }
+        for i in scan_order(n, last, kernel) {
+            let v = first + i as u32;
+            if v == me || !self.yield_candidate(v, kernel) {
+                continue;
+            }
+            if kernel != DirectedYieldKind::Kvm35 && !self.eligible_for_directed_yield(v) {
+                continue;
+            }
+            let r = self.yield_to(me, v);
+            if r > 0 {
+                self.trace_instant(me, || format!("directed yield to vCPU {i}"));
+                self.vms[vm].last_boosted = i;
+                self.vcpus[me as usize].counters.directed_yields += 1;
+                return true;
+            }
+            // 3.5's `yield_to` returns a bool: no `-ESRCH`, no limit on the attempts.
+            if r < 0 && kernel != DirectedYieldKind::Kvm35 {
+                tries -= 1;
+                if tries == 0 {
+                    return false;
                 }
             }
         }
@@ -60,6 +70,7 @@ impl Sim {
     fn yield_candidate(&self, v: u32, kernel: DirectedYieldKind) -> bool {
         let vc = &self.vcpus[v as usize];
         match kernel {
+            DirectedYieldKind::Kvm35 => vc.host == HostState::Runnable && !vc.woken,
             DirectedYieldKind::Kvm => vc.preempted,
             DirectedYieldKind::Kvm68 => {
                 let ready = vc.host == HostState::Runnable;
@@ -105,8 +116,29 @@ mod tests {
 
     #[test]
     fn a_kicked_waiter_not_yet_running_is_a_candidate_only_since_6_8() {
-        let s = waiting_vcpu(Act::Ready, None, false);
+        let mut s = waiting_vcpu(Act::Ready, None, false);
+        s.vcpus[1].woken = true;
         assert_eq!(candidate_for(&s), (false, true));
+        assert!(!s.yield_candidate(1, DirectedYieldKind::Kvm35), "3.5: still on the halt wait queue");
+    }
+
+    #[test]
+    fn linux_3_5_considers_any_descheduled_vcpu_and_3_18_filters_spinners_every_other_time() {
+        let mut s = waiting_vcpu(Act::Compute { remaining: 1000 }, None, true);
+        s.vcpus[1].in_spin_loop = true;
+        assert!(s.yield_candidate(1, DirectedYieldKind::Kvm35));
+        let checks: Vec<bool> = (0..4).map(|_| s.eligible_for_directed_yield(1)).collect();
+        assert_eq!(checks, [false, true, false, true]);
+    }
+
+    #[test]
+    fn the_scan_starts_after_the_last_boosted_vcpu_except_in_3_5_when_that_is_vcpu_0() {
+        let order = |last, kernel| super::scan_order(4, last, kernel).collect::<Vec<_>>();
+        assert_eq!(order(2, DirectedYieldKind::Kvm), [3, 0, 1, 2]);
+        assert_eq!(order(2, DirectedYieldKind::Kvm35), [3, 0, 1, 2]);
+        assert_eq!(order(0, DirectedYieldKind::Kvm), [1, 2, 3, 0]);
+        assert_eq!(order(0, DirectedYieldKind::Kvm35), [0, 1, 2, 3, 0]);
+        assert_eq!(order(3, DirectedYieldKind::Kvm68), [0, 1, 2, 3]);
     }
 
     #[test]

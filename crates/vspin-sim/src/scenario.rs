@@ -61,7 +61,7 @@ macro_rules! named_values {
 }
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf });
-named_values!(DirectedYieldKind { "off" => Off, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
+named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
@@ -305,6 +305,11 @@ pub enum LoadBalanceKind {
 pub enum DirectedYieldKind {
     /// No candidate search: a PLE exit only costs the exit.
     Off,
+    /// `kvm_vcpu_on_spin` of Linux 3.5, the VEE'13 seed's host: no spin-loop eligibility filter
+    /// (`dy_eligible` is later), so a vCPU that yielded from a spin loop is as good a candidate
+    /// as a preempted holder.
+    #[serde(rename = "kvm-3.5")]
+    Kvm35,
     /// `kvm_vcpu_on_spin` of Linux 3.18 (`kernel-mechanisms.md` §5.1).
     #[default]
     Kvm,

@@ -13,8 +13,10 @@ The paper's setup, as we model it:
   8-vCPU VM (x1) it is the only thing that preempts vCPUs, as on the paper's host;
 - Pause-Loop Exiting **off**. The seed does not say; it compares lock implementations only, and
   its ticket baseline behaves as on a host where PLE does not rescue spinners. This is an
-  assumption, named in every figure's note; with PLE on, all four locks run within a few
-  percent of each other (measured in `docs/mechanisms/pticket.md`).
+  assumption, named in every figure's note; with stock KVM PLE on, all four locks run within a
+  few percent of each other, and with the seed's Linux 3.5 PLE (fixed window, `kvm-3.5` directed
+  yield) the spinning locks fall into yield storms on some seeds (both measured in
+  `docs/mechanisms/pticket.md`).
 
 Speedups are throughput ratios in the over-committed case (x2), where the paper's effects live.
 Checks encode the paper's claims (direction and rough factor), never its exact values.
