@@ -190,11 +190,10 @@ impl Sim {
         if d.groups.len() < 2 {
             return None;
         }
-        let load = |g: &[u32]| self.runnable(g);
         let busiest = self.busiest_group(d);
         let (local_n, busiest_n) = (d.groups[0].len() as f64, busiest.len() as f64);
-        let (local, remote) = (load(&d.groups[0]) / local_n, load(busiest) / busiest_n);
-        let domain = d.groups.iter().map(|g| load(g)).sum::<f64>() / d.span_len() as f64;
+        let (local, remote) = (self.runnable(&d.groups[0]) / local_n, self.runnable(busiest) / busiest_n);
+        let domain = d.groups.iter().map(|g| self.runnable(g)).sum::<f64>() / d.span_len() as f64;
         // `out_balanced` unless the busiest group is above the local one and the local one is
         // below the domain's average.
         if remote <= local || local >= domain {
@@ -265,17 +264,6 @@ impl Sim {
             levels.push(Domain::new(grouped((0..n).collect(), &by_socket), 125, 1));
         }
         levels
-    }
-
-    /// `check_preempt_curr` for a vCPU just queued on `p` by a balancer: as for a woken one,
-    /// including a halt-polling vCPU there stopping (`single_task_running` turns false).
-    fn check_preempt_curr(&mut self, p: u32, v: u32) {
-        let Some(c) = self.pcpus[p as usize].curr else {
-            return self.schedule(p);
-        };
-        if !self.poller_gives_way(p) {
-            self.preempt_if_newcomer_wins(p, c, v);
-        }
     }
 }
 

@@ -305,14 +305,20 @@ impl Sim {
         let se = &mut self.vcpus[v as usize].se;
         se.vruntime = se.vruntime.max(min_vr.saturating_sub(half_latency));
         self.pcpus[p as usize].queued.push(v);
-        if self.poller_gives_way(p) {
-            return;
-        }
-        match self.pcpus[p as usize].curr {
-            None => self.schedule(p),
-            Some(c) => self.preempt_if_newcomer_wins(p, c, v),
-        }
+        self.check_preempt_curr(p, v);
         self.maybe_arm_tick(p);
+    }
+
+    /// `check_preempt_curr` for `v`, just queued on `p` (woken there under CFS, or moved there by
+    /// a balancer): an idle pCPU picks, a halt-polling vCPU stops (`single_task_running` turns
+    /// false), else the newcomer may preempt.
+    pub(crate) fn check_preempt_curr(&mut self, p: u32, v: u32) {
+        let Some(c) = self.pcpus[p as usize].curr else {
+            return self.schedule(p);
+        };
+        if !self.poller_gives_way(p) {
+            self.preempt_if_newcomer_wins(p, c, v);
+        }
     }
 
     /// `check_preempt_wakeup` for `v`, just queued on `p` (woken, or moved there by a
@@ -351,7 +357,7 @@ impl Sim {
 
     /// A vCPU halt-polling on `p` stops and blocks now that another thread is queued there;
     /// the scheduler then picks among the queued. Returns whether one did.
-    pub(crate) fn poller_gives_way(&mut self, p: u32) -> bool {
+    fn poller_gives_way(&mut self, p: u32) -> bool {
         match self.pcpus[p as usize].curr {
             Some(c) if self.polling(c) => {
                 self.poll_gives_way(c);
