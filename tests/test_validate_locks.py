@@ -98,9 +98,9 @@ def test_a_cost_that_moved_during_the_benchmark_is_flagged():
     assert host_cost_drift(before, costs()) == []
 
 
-def test_host_mode_schedules_with_eevdf_from_linux_6_6():
-    assert [kernel_scheduler(r) for r in ("3.19.0", "6.5.13-generic", "6.6.0", "6.18.2-arch1")] == [
-        "cfs", "cfs", "eevdf", "eevdf"]
+def test_host_mode_schedules_with_eevdf_from_linux_6_6_and_delays_dequeues_from_6_12():
+    releases = ("3.19.0", "6.5.13-generic", "6.6.0", "6.11.9", "6.12.0", "6.18.2-arch1")
+    assert [kernel_scheduler(r) for r in releases] == ["cfs", "cfs", "eevdf", "eevdf", "eevdf-6.18", "eevdf-6.18"]
     with pytest.raises(ValidationError, match="--host-scheduler"):
         kernel_scheduler("weird")
 

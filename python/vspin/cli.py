@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
     p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")
     p.add_argument("--host-scheduler", metavar="NAME",
-                   help="the kernel's scheduler: cfs or eevdf (default: eevdf from Linux 6.6, else cfs)")
+                   help="the kernel's scheduler: cfs, eevdf (Linux 6.8) or eevdf-6.18 (default: eevdf-6.18 from Linux 6.12, eevdf from 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
                    help="host cost table from an earlier report or the host_costs example (default: measure now)")
     p.add_argument("--pin", default="none", metavar="PLACEMENT",

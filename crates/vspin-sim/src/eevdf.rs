@@ -26,15 +26,45 @@
 //!   yield only pushes the spinner's deadline back and reschedules the target's pCPU, which
 //!   picks by deadline.
 //!
-//! Not modelled: v6.12's `DELAY_DEQUEUE` and `PREEMPT_SHORT`, v6.18's 0.70 ms base slice,
-//! `PICK_BUDDY` and slice protection (`vprot`), and `PLACE_DEADLINE_INITIAL` (threads are created
-//! before the run starts).
+//!
+//! `hypervisor.scheduler = "eevdf-6.18"` follows v6.18 (`kernel-mechanisms.md` §7.2, L6.18),
+//! which adds:
+//! - **Delayed dequeue** (`DELAY_DEQUEUE`, since v6.12): a thread that blocks while ineligible
+//!   stays on its run queue, counted in `V`, until it is woken or picked. Woken, it is requeued
+//!   where it is with its vruntime and deadline (`ttwu_runnable`: no choice of CPU); picked, it
+//!   is dequeued for good and the pick goes on. Either way a lag above zero is cut to zero
+//!   (`DELAY_ZERO`), so the debt of a thread that blocked owing service is forgiven as `V`
+//!   passes it, where v6.8 keeps it frozen across the sleep.
+//! - The 0.70 ms base slice. `update_curr` asks for a reschedule whenever the running thread is
+//!   unprotected (picked again after its slice ended) and another is queued, not only when the
+//!   slice ends.
+//! - `yield` forfeits the slice of an eligible thread (`vruntime = deadline`); `yield_to`'s
+//!   `next` buddy runs first while eligible (`PICK_BUDDY`); a migrated thread keeps what was
+//!   left of its slice (`PLACE_REL_DEADLINE`).
+//!
+//! Not modelled, because every thread has the base slice: `PREEMPT_SHORT` (a woken thread with a
+//! shorter slice) and the `vprot` slice protection, which with equal slices ends at the
+//! deadline as v6.8's does. Nor `PLACE_DEADLINE_INITIAL` (threads are created before the run
+//! starts). The balancers count runnable threads only; delayed ones are never migrated.
+use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 
 impl Sim {
+    /// The threads the run queue's average and pick see: queued, delayed (6.18) and current.
     fn eevdf_threads(&self, p: u32) -> impl Iterator<Item = u32> + '_ {
         let rq = &self.pcpus[p as usize];
-        rq.queued.iter().copied().chain(rq.curr)
+        rq.queued.iter().chain(&rq.delayed).copied().chain(rq.curr)
+    }
+
+    /// `cfs_rq->nr_queued`: runnable and delayed threads, the current one included.
+    pub(crate) fn nr_queued(&self, p: u32) -> usize {
+        self.nr_running(p) + self.pcpus[p as usize].delayed.len()
+    }
+
+    /// `entity_eligible`: `v`, counted on `p`'s run queue, has lag ≥ 0.
+    pub(crate) fn eligible(&self, p: u32, v: u32) -> bool {
+        let (n, sum) = self.eevdf_load(p);
+        n * self.vcpus[v as usize].se.vruntime as i128 <= sum
     }
 
     /// `(n, Σ vruntime)` over the run queue's threads.
@@ -53,7 +83,7 @@ impl Sim {
     /// `pick_eevdf`: the eligible thread with the earliest deadline (ties to the lower index).
     /// With `parity`, a protected current thread that is still eligible keeps the CPU.
     pub(crate) fn pick_eevdf(&self, p: u32, parity: bool) -> Option<u32> {
-        if self.nr_running(p) == 1 {
+        if self.nr_queued(p) == 1 {
             return self.eevdf_threads(p).next();
         }
         let (n, sum) = self.eevdf_load(p);
@@ -68,17 +98,27 @@ impl Sim {
         earliest.or_else(|| self.eevdf_threads(p).min_by_key(|&v| (self.vcpus[v as usize].se.vruntime, v)))
     }
 
-    /// `update_deadline` for the running thread, after its vruntime was charged.
+    /// `update_deadline` for the running thread, after its vruntime was charged, and the
+    /// reschedule `update_curr` asks for: in v6.8 when the slice is used up, in v6.18 also
+    /// whenever the thread runs unprotected (`!protect_slice`: it was picked again after its
+    /// slice ended, so `set_next_entity` did not protect it anew) and another thread is queued.
     pub(crate) fn update_deadline(&mut self, p: u32, c: u32) {
         let slice = self.costs.base_slice;
         let se = &mut self.vcpus[c as usize].se;
-        if se.vruntime < se.deadline {
-            return;
+        let renewed = se.vruntime >= se.deadline;
+        if renewed {
+            se.deadline = se.vruntime + slice;
+            se.protected = false;
         }
-        se.deadline = se.vruntime + slice;
-        se.protected = false;
-        if self.nr_running(p) > 1 {
+        let resched = match self.scheduler {
+            SchedulerKind::Eevdf618 => (renewed || !se.protected) && self.nr_queued(p) > 1,
+            _ => renewed && self.nr_running(p) > 1,
+        };
+        if resched {
             self.pcpus[p as usize].need_resched = true;
+            if self.scheduler == SchedulerKind::Eevdf618 {
+                self.clear_buddies(p, c);
+            }
         }
     }
 
@@ -103,15 +143,74 @@ impl Sim {
         se.deadline = se.vruntime + self.costs.base_slice;
     }
 
-    /// `yield_task_fair`: the yielding thread's deadline moves one slice later.
+    /// `yield_task_fair`: the yielding thread's deadline moves one slice later; in v6.18 an
+    /// eligible one also forfeits the rest of its slice (its vruntime jumps to the old deadline).
     pub(crate) fn eevdf_yield(&mut self, p: u32, v: u32) {
         if self.nr_running(p) <= 1 {
             return;
         }
         self.update_curr(p);
+        if self.scheduler == SchedulerKind::Eevdf618 {
+            self.clear_buddies(p, v);
+            if !self.eligible(p, v) {
+                return;
+            }
+            let se = &mut self.vcpus[v as usize].se;
+            se.vruntime = se.deadline;
+        }
         let se = &mut self.vcpus[v as usize].se;
         se.deadline += self.costs.base_slice;
         se.protected = false;
+    }
+
+    /// v6.18 `pick_next_entity`: the `next` buddy if it is eligible (`PICK_BUDDY`, set by
+    /// `yield_to`), else `pick_eevdf`; a delayed thread so picked is dequeued for good
+    /// (`DELAY_ZERO` clips a positive lag to 0) and the pick starts again.
+    pub(crate) fn pick_eevdf_618(&mut self, p: u32) -> Option<u32> {
+        if let Some(next) = self.pcpus[p as usize].next {
+            if self.eligible(p, next) {
+                return Some(next);
+            }
+        }
+        loop {
+            let v = self.pick_eevdf(p, true)?;
+            if !self.pcpus[p as usize].delayed.contains(&v) {
+                return Some(v);
+            }
+            self.save_lag(p, v);
+            self.pcpus[p as usize].delayed.retain(|&d| d != v);
+            let se = &mut self.vcpus[v as usize].se;
+            se.vlag = se.vlag.min(0);
+        }
+    }
+
+    /// v6.18 `dequeue_entity` of a thread that blocks: one with negative lag (not eligible)
+    /// stays on the run queue, delayed (`DELAY_DEQUEUE`). Returns whether it did.
+    pub(crate) fn delay_dequeue(&mut self, p: u32, v: u32) -> bool {
+        if self.scheduler != SchedulerKind::Eevdf618 || self.eligible(p, v) {
+            return false;
+        }
+        self.pcpus[p as usize].delayed.push(v);
+        true
+    }
+
+    /// v6.18 `requeue_delayed_entity`, the wake-up of a delayed thread (`ttwu_runnable`): it
+    /// stays on its pCPU with its vruntime and deadline, unless it has meanwhile become owed
+    /// service (lag > 0), which `DELAY_ZERO` forgets by placing it at the average. Returns
+    /// whether `v` was delayed.
+    pub(crate) fn requeue_delayed(&mut self, v: u32) -> bool {
+        let p = self.vcpus[v as usize].pcpu;
+        if !self.pcpus[p as usize].delayed.contains(&v) {
+            return false;
+        }
+        let owed = self.avg_vruntime(p) > self.vcpus[v as usize].se.vruntime as i128;
+        self.pcpus[p as usize].delayed.retain(|&d| d != v);
+        if owed {
+            self.vcpus[v as usize].se.vlag = 0;
+            self.place(p, v);
+        }
+        self.pcpus[p as usize].queued.push(v);
+        true
     }
 }
 
@@ -123,10 +222,15 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    /// An EEVDF host of `pcpus` pCPUs with `vcpus` vCPUs, run queues emptied for a test to fill.
+    /// An EEVDF (v6.8) host of `pcpus` pCPUs with `vcpus` vCPUs, run queues emptied for a test
+    /// to fill.
     fn sim(pcpus: u32, vcpus: u32) -> Sim {
+        sim_of("eevdf", pcpus, vcpus)
+    }
+
+    fn sim_of(scheduler: &str, pcpus: u32, vcpus: u32) -> Sim {
         let text = format!(
-            "duration_ms = 1\n[host]\ncores_per_socket = {pcpus}\n[hypervisor]\nscheduler = \"eevdf\"\n\
+            "duration_ms = 1\n[host]\ncores_per_socket = {pcpus}\n[hypervisor]\nscheduler = \"{scheduler}\"\n\
              [[vm]]\nname = \"g\"\nvcpus = {vcpus}\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
         );
         let mut s = Sim::new(&Scenario::from_toml(&text).unwrap());
@@ -229,5 +333,110 @@ mod tests {
         assert_eq!(se.vruntime, 10 * MS + s.costs.tick_ns);
         assert_eq!(se.deadline, se.vruntime + s.costs.base_slice);
         assert!(s.pcpus[0].tick_armed, "the tick goes on");
+    }
+
+    /// v6.18: `v` blocks while running on `p` (`dequeue_sleeper`, then off the CPU).
+    fn block(s: &mut Sim, p: u32, v: u32) {
+        s.dequeue_sleeper(p, v);
+        s.vcpus[v as usize].host = HostState::Blocked;
+        s.pcpus[p as usize].curr = None;
+    }
+
+    #[test]
+    fn in_6_18_a_vcpu_that_blocks_owing_service_stays_queued_as_delayed() {
+        let mut s = sim_of("eevdf-6.18", 1, 2);
+        put(&mut s, 0, 0, 12 * MS, 20 * MS, true);
+        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(&mut s, 0, 0);
+        assert_eq!(s.pcpus[0].delayed, vec![0], "ahead of the mean (11 ms): negative lag");
+        assert_eq!(s.avg_vruntime(0), 11 * MS as i128, "a delayed vCPU still counts in the average");
+        // An eligible one leaves at once, as in v6.8.
+        let mut s = sim_of("eevdf-6.18", 1, 2);
+        put(&mut s, 0, 0, 10 * MS, 20 * MS, true);
+        put(&mut s, 0, 1, 12 * MS, 20 * MS, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(&mut s, 0, 0);
+        assert!(s.pcpus[0].delayed.is_empty());
+        assert_eq!(s.vcpus[0].se.vlag, MS as i64);
+        // And v6.8 never delays.
+        let mut s = sim(1, 2);
+        put(&mut s, 0, 0, 12 * MS, 20 * MS, true);
+        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(&mut s, 0, 0);
+        assert!(s.pcpus[0].delayed.is_empty());
+    }
+
+    #[test]
+    fn in_6_18_a_delayed_vcpu_is_woken_in_place_with_its_vruntime_and_deadline() {
+        let mut s = sim_of("eevdf-6.18", 2, 2);
+        put(&mut s, 0, 0, 12 * MS, 13 * MS, true);
+        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(&mut s, 0, 0);
+        assert!(s.requeue_delayed(0));
+        assert_eq!(s.pcpus[0].queued, vec![1, 0], "on its own pCPU, though pCPU 1 is idle");
+        assert!(s.pcpus[0].delayed.is_empty());
+        let se = &s.vcpus[0].se;
+        assert_eq!((se.vruntime, se.deadline), (12 * MS, 13 * MS), "not placed again");
+        assert!(!s.requeue_delayed(1), "only a delayed vCPU is requeued");
+    }
+
+    #[test]
+    fn in_6_18_a_delayed_vcpu_owed_service_by_its_wake_up_starts_afresh_at_the_average() {
+        let mut s = sim_of("eevdf-6.18", 1, 3);
+        put(&mut s, 0, 0, 12 * MS, 13 * MS, true);
+        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(&mut s, 0, 0);
+        // vCPU 2 runs far ahead meanwhile; vCPU 0 is now behind the mean.
+        put(&mut s, 0, 2, 20 * MS, 30 * MS, true);
+        assert!(s.requeue_delayed(0));
+        let avg_without_0 = (10 + 20) * MS / 2;
+        let se = &s.vcpus[0].se;
+        assert_eq!(se.vruntime, avg_without_0, "DELAY_ZERO: its lag is forgotten");
+        assert_eq!(se.deadline, avg_without_0 + s.costs.base_slice);
+    }
+
+    #[test]
+    fn in_6_18_a_picked_delayed_vcpu_is_dequeued_with_no_positive_lag_and_the_pick_goes_on() {
+        let mut s = sim_of("eevdf-6.18", 1, 3);
+        put(&mut s, 0, 1, 10 * MS, 30 * MS, false);
+        put(&mut s, 0, 2, 14 * MS, 25 * MS, false);
+        // vCPU 0, delayed, has become eligible with the earliest deadline.
+        s.vcpus[0].se.vruntime = 9 * MS;
+        s.vcpus[0].se.deadline = 15 * MS;
+        s.vcpus[0].host = HostState::Blocked;
+        s.pcpus[0].delayed.push(0);
+        assert_eq!(s.pick_eevdf(0, true), Some(0));
+        assert_eq!(s.pick_eevdf_618(0), Some(1));
+        assert!(s.pcpus[0].delayed.is_empty());
+        assert_eq!(s.vcpus[0].se.vlag, 0, "its lag of 2 ms is clipped to 0");
+        // Alone, a delayed vCPU is picked and dequeued: the pCPU goes idle.
+        let mut s = sim_of("eevdf-6.18", 1, 1);
+        s.pcpus[0].delayed.push(0);
+        assert_eq!(s.pick_eevdf_618(0), None);
+    }
+
+    #[test]
+    fn in_6_18_yield_forfeits_the_slice_and_yield_to_picks_its_eligible_target() {
+        let mut s = sim_of("eevdf-6.18", 2, 4);
+        put(&mut s, 0, 0, 10 * MS, 11 * MS, true);
+        put(&mut s, 0, 2, 10 * MS, 12 * MS, false);
+        put(&mut s, 1, 1, 10 * MS, 11 * MS, true);
+        put(&mut s, 1, 3, 10 * MS, 12 * MS, false);
+        s.vcpus[1].se.protected = true;
+        assert_eq!(s.yield_to(0, 3), 1);
+        let se = &s.vcpus[0].se;
+        assert_eq!((se.vruntime, se.deadline), (11 * MS, 11 * MS + s.costs.base_slice));
+        assert_eq!(s.pcpus[1].curr, Some(3), "PICK_BUDDY runs the target, eligible, at once");
+        assert_eq!(s.pcpus[1].next, None, "the buddy is cleared once it runs");
+    }
+
+    #[test]
+    fn the_6_18_base_slice_is_0_70_ms_times_the_cpu_factor() {
+        assert_eq!(sim_of("eevdf-6.18", 2, 1).costs.base_slice, 1_400_000);
+        assert_eq!(sim(2, 1).costs.base_slice, 1_500_000);
     }
 }

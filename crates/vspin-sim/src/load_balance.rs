@@ -46,11 +46,11 @@ use crate::vcpu::Affinity;
 
 /// `sd->busy_factor`: a busy pCPU balances this many times less often. 32 in Linux 3.19 (the
 /// CFS host); 16 since 5.10 (commit "sched/fair: Reduce busy load balance interval"), so in
-/// the 6.8 EEVDF host.
+/// the 6.8 and 6.18 EEVDF hosts.
 fn busy_factor(scheduler: SchedulerKind) -> u64 {
     match scheduler {
         SchedulerKind::Cfs => 32,
-        SchedulerKind::Eevdf => 16,
+        SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => 16,
     }
 }
 
@@ -218,7 +218,7 @@ impl Sim {
             // Since Linux 5.5 (the 6.8 EEVDF host) there is no `fix_small_imbalance`: a vCPU
             // whose load exceeds the imbalance moves only after a failed pass has halved the
             // load it must fit (`shr_bound(load, nr_balance_failed)` in `detach_tasks`).
-            if self.scheduler == SchedulerKind::Eevdf && d.failed == 0 {
+            if self.scheduler.is_eevdf() && d.failed == 0 {
                 return Some((0, busiest));
             }
             return Some((1, busiest));

@@ -60,7 +60,7 @@ macro_rules! named_values {
     };
 }
 
-named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf });
+named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618 });
 named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
@@ -285,6 +285,16 @@ pub enum SchedulerKind {
     Cfs,
     /// Linux EEVDF as in v6.8 (`kernel-mechanisms.md` §7.2): the host scheduler since v6.6.
     Eevdf,
+    /// Linux EEVDF as in v6.18: v6.8's, plus delayed dequeue, the 0.70 ms base slice, the
+    /// forfeiting yield, `PICK_BUDDY` and the relative deadline of a migrated thread (`eevdf.rs`).
+    Eevdf618,
+}
+
+impl SchedulerKind {
+    /// Either EEVDF: eligibility, virtual deadlines and lag (`eevdf.rs`) rather than CFS.
+    pub fn is_eevdf(self) -> bool {
+        matches!(self, SchedulerKind::Eevdf | SchedulerKind::Eevdf618)
+    }
 }
 
 /// How the host moves runnable unpinned vCPUs between pCPUs (`load_balance.rs`).

@@ -61,7 +61,7 @@ impl Sim {
             se.vruntime += delta;
             se.sum_exec += delta;
             se.exec_start = now;
-            if self.scheduler == SchedulerKind::Eevdf {
+            if self.scheduler.is_eevdf() {
                 self.update_deadline(p, c);
             }
         }
@@ -71,7 +71,7 @@ impl Sim {
     fn update_min_vruntime(&mut self, p: u32) {
         let rq = &self.pcpus[p as usize];
         let cur = rq.curr.map(|c| self.vcpus[c as usize].se.vruntime);
-        let left = rq.queued.iter().map(|&q| self.vcpus[q as usize].se.vruntime).min();
+        let left = rq.queued.iter().chain(&rq.delayed).map(|&q| self.vcpus[q as usize].se.vruntime).min();
         let m = match (cur, left) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -99,8 +99,14 @@ impl Sim {
 
     /// `pick_next_entity` over the queued vCPUs and the current one.
     fn pick_next(&mut self, p: u32) -> Option<u32> {
-        if self.scheduler == SchedulerKind::Eevdf {
-            return self.pick_eevdf(p, true);
+        match self.scheduler {
+            SchedulerKind::Eevdf => return self.pick_eevdf(p, true),
+            SchedulerKind::Eevdf618 => {
+                let se = self.pick_eevdf_618(p)?;
+                self.clear_buddies(p, se);
+                return Some(se);
+            }
+            SchedulerKind::Cfs => {}
         }
         let rq = &self.pcpus[p as usize];
         let cands = || rq.queued.iter().copied().chain(rq.curr);
@@ -217,7 +223,7 @@ impl Sim {
     /// EEVDF it renews the running thread's deadline every slice (`update_deadline`), which the
     /// next wake-up's pick compares against, so it runs for one thread too.
     pub(crate) fn maybe_arm_tick(&mut self, p: u32) {
-        let needed = if self.scheduler == SchedulerKind::Eevdf { 1 } else { 2 };
+        let needed = if self.scheduler.is_eevdf() { 1 } else { 2 };
         if !self.pcpus[p as usize].tick_armed && self.nr_running(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
             let t = self.costs.tick_ns;
@@ -228,7 +234,7 @@ impl Sim {
     /// Scheduler tick: `check_preempt_tick` (CFS) or `update_deadline` (EEVDF).
     pub(crate) fn tick(&mut self, p: u32) {
         self.pcpus[p as usize].tick_armed = false;
-        if self.scheduler == SchedulerKind::Eevdf {
+        if self.scheduler.is_eevdf() {
             self.update_curr(p);
             if self.pcpus[p as usize].need_resched {
                 self.schedule(p);
@@ -259,7 +265,7 @@ impl Sim {
     /// `yield_task_fair`: mark the yielding vCPU as the skip buddy (CFS) or push its deadline
     /// back (EEVDF).
     pub(crate) fn yield_task(&mut self, p: u32, v: u32) {
-        if self.scheduler == SchedulerKind::Eevdf {
+        if self.scheduler.is_eevdf() {
             return self.eevdf_yield(p, v);
         }
         if self.nr_running(p) <= 1 {
@@ -279,8 +285,9 @@ impl Sim {
         if self.vcpus[target as usize].host != HostState::Runnable {
             return 0;
         }
-        // EEVDF (v6.8) sets the buddy too but never reads it (`NEXT_BUDDY` is off).
-        if self.scheduler == SchedulerKind::Cfs {
+        // EEVDF v6.8 sets the buddy too but never reads it (`NEXT_BUDDY` is off); v6.18 picks
+        // it while it is eligible (`PICK_BUDDY`).
+        if self.scheduler != SchedulerKind::Eevdf {
             self.pcpus[tp as usize].next = Some(target);
         }
         self.yield_task(p, v);
@@ -292,11 +299,18 @@ impl Sim {
 
     /// Enqueue a woken vCPU (`place_entity`, `check_preempt_wakeup`).
     pub(crate) fn enqueue_woken(&mut self, v: u32) {
+        // EEVDF v6.18: a delayed vCPU is still on its run queue (`ttwu_runnable`): it is woken
+        // where it is, and only the preemption check runs (after `update_curr`, as there).
+        if self.requeue_delayed(v) {
+            let p = self.vcpus[v as usize].pcpu;
+            self.update_curr(p);
+            return self.wakeup_preempt_eevdf(v, p);
+        }
         let p = self.select_pcpu(v);
         self.account_idle_period(p);
         // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
         self.update_curr(p);
-        if self.scheduler == SchedulerKind::Eevdf {
+        if self.scheduler.is_eevdf() {
             return self.enqueue_woken_eevdf(v, p);
         }
         self.migrate(v, p);
@@ -328,7 +342,7 @@ impl Sim {
     pub(crate) fn preempt_if_newcomer_wins(&mut self, p: u32, c: u32, v: u32) {
         let wins = match self.scheduler {
             SchedulerKind::Cfs => self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64,
-            SchedulerKind::Eevdf => self.pick_eevdf(p, true) == Some(v),
+            SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => self.pick_eevdf(p, true) == Some(v),
         };
         if !wins {
             return;
@@ -345,6 +359,11 @@ impl Sim {
         // No buddy to clear on the old pCPU: EEVDF never sets one here.
         self.place(p, v);
         self.pcpus[p as usize].queued.push(v);
+        self.wakeup_preempt_eevdf(v, p);
+    }
+
+    /// EEVDF `check_preempt_wakeup_fair` for `v`, just made runnable on `p`.
+    fn wakeup_preempt_eevdf(&mut self, v: u32, p: u32) {
         if self.poller_gives_way(p) {
             return;
         }
@@ -368,11 +387,12 @@ impl Sim {
         }
     }
 
-    /// The running vCPU `v` of `p` blocks (halts): charge its run, and under EEVDF keep its lag.
+    /// The running vCPU `v` of `p` blocks (halts): charge its run, and under EEVDF keep its lag
+    /// (or, in v6.18, keep it queued as delayed).
     pub(crate) fn dequeue_sleeper(&mut self, p: u32, v: u32) {
         self.update_curr(p);
         self.clear_buddies(p, v);
-        if self.scheduler == SchedulerKind::Eevdf {
+        if self.scheduler.is_eevdf() && !self.delay_dequeue(p, v) {
             self.save_lag(p, v);
         }
     }
@@ -383,7 +403,7 @@ impl Sim {
         self.pcpus[p as usize].idle_stamp = Some(now);
         let gate = match self.scheduler {
             SchedulerKind::Cfs => MIGRATION_COST_NS,
-            SchedulerKind::Eevdf => NEWIDLE_LB_COST_NS,
+            SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => NEWIDLE_LB_COST_NS,
         };
         if self.pcpus[p as usize].avg_idle < gate {
             return;
@@ -407,7 +427,7 @@ impl Sim {
     /// migration cost, unless (since 5.x, so on the 6.8 EEVDF host) `src` and `dst` are SMT
     /// siblings, which share every cache.
     pub(crate) fn task_hot(&self, v: u32, src: u32, dst: u32) -> bool {
-        if self.scheduler == SchedulerKind::Eevdf && self.topology.siblings(dst).contains(&src) {
+        if self.scheduler.is_eevdf() && self.topology.siblings(dst).contains(&src) {
             return false;
         }
         self.now - self.vcpus[v as usize].se.exec_start < MIGRATION_COST_NS
@@ -420,11 +440,18 @@ impl Sim {
         // Dequeue from `src` as `dequeue_entity` does: its vruntime or lag is taken while it
         // still counts there.
         self.clear_buddies(src, v);
-        if self.scheduler == SchedulerKind::Eevdf {
+        if self.scheduler.is_eevdf() {
             self.update_curr(src);
             self.save_lag(src, v);
             self.pcpus[src as usize].queued.retain(|&q| q != v);
+            let se = &self.vcpus[v as usize].se;
+            let left = se.deadline.saturating_sub(se.vruntime);
             self.place(p, v);
+            // v6.18 `PLACE_REL_DEADLINE`: a migrated thread keeps what was left of its slice.
+            if self.scheduler == SchedulerKind::Eevdf618 {
+                let se = &mut self.vcpus[v as usize].se;
+                se.deadline = se.vruntime + left;
+            }
         } else {
             self.migrate(v, p);
             self.pcpus[src as usize].queued.retain(|&q| q != v);

@@ -48,13 +48,17 @@ pub(crate) struct Costs {
     pub min_granularity: u64,
     pub wakeup_granularity: u64,
     pub nr_latency: u64,
-    /// EEVDF `sysctl_sched_base_slice`, 0.75 ms × the same factor (§7.2, v6.8).
+    /// EEVDF `sysctl_sched_base_slice`, 0.75 ms (v6.8) or 0.70 ms (v6.18) × the same factor
+    /// (§7.2).
     pub base_slice: u64,
 }
 
 pub(crate) struct Pcpu {
     pub curr: Option<u32>,
     pub queued: Vec<u32>,
+    /// EEVDF 6.18 (`DELAY_DEQUEUE`): blocked vCPUs that left with negative lag and stay on the
+    /// run queue, counted in its average and picked (then dequeued) once eligible.
+    pub delayed: Vec<u32>,
     pub min_vruntime: u64,
     pub next: Option<u32>,
     pub skip: Option<u32>,
@@ -179,12 +183,16 @@ impl Sim {
             min_granularity: 750_000 * factor,
             wakeup_granularity: 1_000_000 * factor,
             nr_latency: 8,
-            base_slice: 750_000 * factor,
+            base_slice: match sc.hypervisor.scheduler {
+                SchedulerKind::Eevdf618 => 700_000,
+                _ => 750_000,
+            } * factor,
         };
         let pcpus = (0..n)
             .map(|_| Pcpu {
                 curr: None,
                 queued: Vec::new(),
+                delayed: Vec::new(),
                 min_vruntime: 0,
                 next: None,
                 skip: None,

@@ -1,6 +1,7 @@
 //! Same scenario and seed, same result, bit for bit.
 mod common;
 use common::*;
+use vspin_sim::scenario::SchedulerKind;
 
 fn json(sc: &vspin_sim::Scenario) -> String {
     serde_json::to_string(&run(sc)).unwrap()
@@ -11,8 +12,10 @@ fn same_scenario_and_seed_give_byte_identical_json() {
     for lock in ["tas", "ticket", "pv-ticket"] {
         let mut sc = host(4, 2, 4, lock, "kvm", 42, 50);
         assert_eq!(json(&sc), json(&sc), "{lock}");
-        sc.hypervisor.scheduler = vspin_sim::scenario::SchedulerKind::Eevdf;
-        assert_eq!(json(&sc), json(&sc), "{lock}, EEVDF");
+        for scheduler in [SchedulerKind::Eevdf, SchedulerKind::Eevdf618] {
+            sc.hypervisor.scheduler = scheduler;
+            assert_eq!(json(&sc), json(&sc), "{lock}, {}", scheduler.name());
+        }
     }
 }
 

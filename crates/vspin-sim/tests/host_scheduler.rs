@@ -40,8 +40,8 @@ fn shares(scheduler: &str, n: u32) -> Vec<f64> {
 }
 
 #[test]
-fn both_schedulers_give_busy_vcpus_equal_shares_of_a_pcpu() {
-    for scheduler in ["cfs", "eevdf"] {
+fn every_scheduler_gives_busy_vcpus_equal_shares_of_a_pcpu() {
+    for scheduler in ["cfs", "eevdf", "eevdf-6.18"] {
         for n in [2, 3, 5] {
             let s = shares(scheduler, n);
             let fair = 1000.0 / n as f64;

@@ -25,7 +25,7 @@ fn scenario() -> impl Strategy<Value = String> {
             prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8"]),
             1u32..=2,
             1u32..=3,
-            prop::sample::select(vec!["cfs", "eevdf"]),
+            prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18"]),
             prop::sample::select(vec![0u64, 200_000]),
             prop::sample::select(vec!["periodic", "newidle"]),
         ),
