@@ -342,39 +342,36 @@ mod tests {
         s.pcpus[p as usize].curr = None;
     }
 
+    /// vCPU 0 runs on pCPU 0 at `(vruntime, deadline)` = `running`, vCPU 1 waits there at
+    /// `waiting`, and vCPU 0 blocks.
+    fn block_the_runner(s: &mut Sim, running: (u64, u64), waiting: (u64, u64)) {
+        put(s, 0, 0, running.0, running.1, true);
+        put(s, 0, 1, waiting.0, waiting.1, false);
+        s.vcpus[0].se.exec_start = s.now;
+        block(s, 0, 0);
+    }
+
     #[test]
     fn in_6_18_a_vcpu_that_blocks_owing_service_stays_queued_as_delayed() {
         let mut s = sim_of("eevdf-6.18", 1, 2);
-        put(&mut s, 0, 0, 12 * MS, 20 * MS, true);
-        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
-        s.vcpus[0].se.exec_start = s.now;
-        block(&mut s, 0, 0);
+        block_the_runner(&mut s, (12 * MS, 20 * MS), (10 * MS, 20 * MS));
         assert_eq!(s.pcpus[0].delayed, vec![0], "ahead of the mean (11 ms): negative lag");
         assert_eq!(s.avg_vruntime(0), 11 * MS as i128, "a delayed vCPU still counts in the average");
         // An eligible one leaves at once, as in v6.8.
         let mut s = sim_of("eevdf-6.18", 1, 2);
-        put(&mut s, 0, 0, 10 * MS, 20 * MS, true);
-        put(&mut s, 0, 1, 12 * MS, 20 * MS, false);
-        s.vcpus[0].se.exec_start = s.now;
-        block(&mut s, 0, 0);
+        block_the_runner(&mut s, (10 * MS, 20 * MS), (12 * MS, 20 * MS));
         assert!(s.pcpus[0].delayed.is_empty());
         assert_eq!(s.vcpus[0].se.vlag, MS as i64);
         // And v6.8 never delays.
         let mut s = sim(1, 2);
-        put(&mut s, 0, 0, 12 * MS, 20 * MS, true);
-        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
-        s.vcpus[0].se.exec_start = s.now;
-        block(&mut s, 0, 0);
+        block_the_runner(&mut s, (12 * MS, 20 * MS), (10 * MS, 20 * MS));
         assert!(s.pcpus[0].delayed.is_empty());
     }
 
     #[test]
     fn in_6_18_a_delayed_vcpu_is_woken_in_place_with_its_vruntime_and_deadline() {
         let mut s = sim_of("eevdf-6.18", 2, 2);
-        put(&mut s, 0, 0, 12 * MS, 13 * MS, true);
-        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
-        s.vcpus[0].se.exec_start = s.now;
-        block(&mut s, 0, 0);
+        block_the_runner(&mut s, (12 * MS, 13 * MS), (10 * MS, 20 * MS));
         assert!(s.requeue_delayed(0));
         assert_eq!(s.pcpus[0].queued, vec![1, 0], "on its own pCPU, though pCPU 1 is idle");
         assert!(s.pcpus[0].delayed.is_empty());
@@ -386,10 +383,7 @@ mod tests {
     #[test]
     fn in_6_18_a_delayed_vcpu_owed_service_by_its_wake_up_starts_afresh_at_the_average() {
         let mut s = sim_of("eevdf-6.18", 1, 3);
-        put(&mut s, 0, 0, 12 * MS, 13 * MS, true);
-        put(&mut s, 0, 1, 10 * MS, 20 * MS, false);
-        s.vcpus[0].se.exec_start = s.now;
-        block(&mut s, 0, 0);
+        block_the_runner(&mut s, (12 * MS, 13 * MS), (10 * MS, 20 * MS));
         // vCPU 2 runs far ahead meanwhile; vCPU 0 is now behind the mean.
         put(&mut s, 0, 2, 20 * MS, 30 * MS, true);
         assert!(s.requeue_delayed(0));
