@@ -306,12 +306,7 @@ mod tests {
     #[test]
     fn directed_yield_only_pushes_the_spinners_deadline_back() {
         let mut s = sim(2, 4);
-        put(&mut s, 0, 0, 10 * MS, 11 * MS, true);
-        put(&mut s, 0, 2, 10 * MS, 12 * MS, false);
-        put(&mut s, 1, 1, 10 * MS, 11 * MS, true);
-        put(&mut s, 1, 3, 10 * MS, 12 * MS, false);
-        s.vcpus[1].se.protected = true;
-        assert_eq!(s.yield_to(0, 3), 1);
+        spinner_yields_across_pcpus(&mut s);
         assert_eq!(s.vcpus[0].se.deadline, 11 * MS + s.costs.base_slice);
         assert_eq!(s.pcpus[1].next, None, "v6.8 never reads the buddy (NEXT_BUDDY off)");
         assert_eq!(s.pcpus[1].curr, Some(1), "the target's pCPU keeps its protected vCPU");
@@ -340,6 +335,16 @@ mod tests {
         s.dequeue_sleeper(p, v);
         s.vcpus[v as usize].host = HostState::Blocked;
         s.pcpus[p as usize].curr = None;
+    }
+
+    /// vCPU 0 (running on pCPU 0) yields to vCPU 3, queued on pCPU 1 behind the protected vCPU 1.
+    fn spinner_yields_across_pcpus(s: &mut Sim) {
+        put(s, 0, 0, 10 * MS, 11 * MS, true);
+        put(s, 0, 2, 10 * MS, 12 * MS, false);
+        put(s, 1, 1, 10 * MS, 11 * MS, true);
+        put(s, 1, 3, 10 * MS, 12 * MS, false);
+        s.vcpus[1].se.protected = true;
+        assert_eq!(s.yield_to(0, 3), 1, "yielded");
     }
 
     /// vCPU 0 runs on pCPU 0 at `(vruntime, deadline)` = `running`, vCPU 1 waits there at
@@ -416,12 +421,7 @@ mod tests {
     #[test]
     fn in_6_18_yield_forfeits_the_slice_and_yield_to_picks_its_eligible_target() {
         let mut s = sim_of("eevdf-6.18", 2, 4);
-        put(&mut s, 0, 0, 10 * MS, 11 * MS, true);
-        put(&mut s, 0, 2, 10 * MS, 12 * MS, false);
-        put(&mut s, 1, 1, 10 * MS, 11 * MS, true);
-        put(&mut s, 1, 3, 10 * MS, 12 * MS, false);
-        s.vcpus[1].se.protected = true;
-        assert_eq!(s.yield_to(0, 3), 1);
+        spinner_yields_across_pcpus(&mut s);
         let se = &s.vcpus[0].se;
         assert_eq!((se.vruntime, se.deadline), (11 * MS, 11 * MS + s.costs.base_slice));
         assert_eq!(s.pcpus[1].curr, Some(3), "PICK_BUDDY runs the target, eligible, at once");
