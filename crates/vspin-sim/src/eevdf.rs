@@ -56,7 +56,10 @@ impl Sim {
         rq.queued.iter().chain(&rq.delayed).copied().chain(rq.curr)
     }
 
-    /// `cfs_rq->nr_queued`: runnable and delayed threads, the current one included.
+    /// `cfs_rq->nr_queued`: runnable and delayed threads, the current one included. It is also
+    /// the pCPU's `rq->nr_running`, which `single_task_running`, `yield` and `yield_to` read: a
+    /// delayed thread counts there until it is dequeued (v6.18 `dequeue_entities` returns before
+    /// `sub_nr_running`). Without delayed threads (CFS, v6.8) it is [`Sim::nr_running`].
     pub(crate) fn nr_queued(&self, p: u32) -> usize {
         self.nr_running(p) + self.pcpus[p as usize].delayed.len()
     }
@@ -146,7 +149,7 @@ impl Sim {
     /// `yield_task_fair`: the yielding thread's deadline moves one slice later; in v6.18 an
     /// eligible one also forfeits the rest of its slice (its vruntime jumps to the old deadline).
     pub(crate) fn eevdf_yield(&mut self, p: u32, v: u32) {
-        if self.nr_running(p) <= 1 {
+        if self.nr_queued(p) <= 1 {
             return;
         }
         self.update_curr(p);
@@ -426,6 +429,19 @@ mod tests {
         assert_eq!((se.vruntime, se.deadline), (11 * MS, 11 * MS + s.costs.base_slice));
         assert_eq!(s.pcpus[1].curr, Some(3), "PICK_BUDDY runs the target, eligible, at once");
         assert_eq!(s.pcpus[1].next, None, "the buddy is cleared once it runs");
+    }
+
+    #[test]
+    fn in_6_18_a_delayed_vcpu_counts_in_nr_running_so_yield_to_is_not_refused() {
+        let mut s = sim_of("eevdf-6.18", 2, 3);
+        put(&mut s, 0, 0, 10 * MS, 11 * MS, true);
+        put(&mut s, 1, 2, 10 * MS, 11 * MS, true);
+        s.vcpus[1].pcpu = 0;
+        s.vcpus[1].host = HostState::Blocked;
+        s.pcpus[0].delayed.push(1);
+        assert_eq!(s.yield_to(0, 2), 0, "the target runs: no yield, but not -ESRCH");
+        s.pcpus[0].delayed.clear();
+        assert_eq!(s.yield_to(0, 2), -1, "one thread on each run queue: -ESRCH");
     }
 
     #[test]

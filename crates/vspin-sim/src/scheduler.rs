@@ -279,7 +279,7 @@ impl Sim {
     pub(crate) fn yield_to(&mut self, v: u32, target: u32) -> i32 {
         let p = self.vcpus[v as usize].pcpu;
         let tp = self.vcpus[target as usize].pcpu;
-        if self.nr_running(p) == 1 && self.nr_running(tp) == 1 {
+        if self.nr_queued(p) == 1 && self.nr_queued(tp) == 1 {
             return -1;
         }
         if self.vcpus[target as usize].host != HostState::Runnable {

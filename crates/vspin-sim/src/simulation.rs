@@ -858,7 +858,7 @@ impl Sim {
         let now = self.now;
         let max_poll = self.halt_poll.max_ns;
         let p = self.vcpus[v as usize].pcpu;
-        let alone = self.nr_running(p) == 1;
+        let alone = self.nr_queued(p) == 1;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
         vc.halt_started = now;
