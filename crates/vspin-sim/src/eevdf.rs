@@ -45,7 +45,9 @@
 //! Not modelled, because every thread has the base slice: `PREEMPT_SHORT` (a woken thread with a
 //! shorter slice) and the `vprot` slice protection, which with equal slices ends at the
 //! deadline as v6.8's does. Nor `PLACE_DEADLINE_INITIAL` (threads are created before the run
-//! starts). The balancers count runnable threads only; delayed ones are never migrated.
+//! starts). The balancers count runnable threads only, and never migrate a delayed one: v6.18's
+//! `can_migrate_task` does when it balances load between overloaded groups (`migrate_load`),
+//! and its load counts delayed threads until they decay; neither is modelled.
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 
