@@ -47,7 +47,7 @@
 //! deadline as v6.8's does. Nor `PLACE_DEADLINE_INITIAL` (threads are created before the run
 //! starts). The balancers count runnable threads only, and never migrate a delayed one: v6.18's
 //! `can_migrate_task` does when it balances load between overloaded groups (`migrate_load`),
-//! and its load counts delayed threads until they decay; neither is modelled.
+//! and a delayed thread keeps its weight in the run queue's load; neither is modelled.
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 
