@@ -11,7 +11,9 @@ import pytest
 
 from vspin import validate
 from vspin.cli import main
-from vspin.validate_locks import ValidationError, criteria, host_config, host_cost_drift, host_scenario, kernel_scheduler
+from vspin.validate_locks import (
+    ValidationError, criteria, host_config, host_cost_drift, host_scenario, kernel_scheduler, median_spread,
+)
 
 
 def m(v):
@@ -126,6 +128,13 @@ def test_criteria_count_swapped_and_tied_pairs_and_judge_them_against_the_noise(
     assert criteria(report)["ticket_collapse"][0]["measured"] is None
 
 
+def test_the_median_fairness_spread_counts_a_thread_without_acquisitions_as_the_widest():
+    assert median_spread([1.2, 1.5, 1.1]) == 1.2
+    assert median_spread([1.2, None, 1.1, 1.4]) == pytest.approx(1.3)
+    assert median_spread([1.2, None, None]) is None
+    assert median_spread([]) is None
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the host costs need two CPUs")
 def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys):
     out = tmp_path / "validation.json"
@@ -138,6 +147,9 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     for r in report["rows"]:
         assert len(r["measured_runs"]) == 2 and len(r["predicted_runs"]) == 3, "seeds are not measurement repeats"
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
+        assert len(r["measured_fairness_runs"]) == 2 and len(r["predicted_fairness_runs"]) == 3
+        if r["threads"] == 1:
+            assert r["measured_fairness"] == r["predicted_fairness"] == 1.0, "one thread is its own spread"
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
     assert report["config"]["host_scheduler"] == kernel_scheduler() and report["config"]["pin"] == "none"

@@ -17,7 +17,8 @@ scenario, with no hypervisor:
   the simulator's wake-up placement and idle pull move them as Linux's scheduler moves the
   threads; or pinned round-robin to the pCPUs.
 
-:func:`validate_locks` runs both at the same thread counts and compares them; the method and the
+:func:`validate_locks` runs both at the same thread counts and compares their throughput and
+their fairness (the spread of the threads' acquisitions, most over fewest); the method and the
 parameters are in ``docs/calibration.md`` ("host mode"), the results in ``docs/validation.md``.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import statistics
 from itertools import combinations
@@ -220,17 +222,36 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
     }
 
 
-def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[float]:
-    """Acquisitions per simulated second after ``warmup_ms`` of each scenario: a run is
-    deterministic, so a run cut at the warm-up is the first part of the full run, and the
-    difference is the window."""
+def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[tuple[float, float | None]]:
+    """Acquisitions per simulated second after ``warmup_ms`` of each scenario, and the spread of
+    its threads' acquisitions in that window as ``bench-locks`` reports it (most over fewest;
+    ``None`` when a thread made none): a run is deterministic, so a run cut at the warm-up is the
+    first part of the full run, and the difference is the window."""
     cut = [{**sc, "duration_ms": warmup_ms} for sc in scenarios] if warmup_ms > 0 else []
     with Runner(workers, label="validate-locks") as runner:
         results = runner.run_many(scenarios + cut)
     full, before = results[:len(scenarios)], results[len(scenarios):]
     window_s = [(sc["duration_ms"] - warmup_ms) / 1000.0 for sc in scenarios]
-    return [(r.totals["acquisitions"] - (before[i].totals["acquisitions"] if before else 0)) / window_s[i]
-            for i, r in enumerate(full)]
+
+    def per_thread(r) -> list[int]:
+        return [v["counters"]["acquisitions"] for v in r.raw["vcpus"]]
+
+    predicted = []
+    for i, r in enumerate(full):
+        counts = per_thread(r)
+        if before:
+            counts = [a - b for a, b in zip(counts, per_thread(before[i]))]
+        rate = (r.totals["acquisitions"] - (before[i].totals["acquisitions"] if before else 0)) / window_s[i]
+        predicted.append((rate, max(counts) / min(counts) if min(counts) > 0 else None))
+    return predicted
+
+
+def median_spread(runs: list[float | None]) -> float | None:
+    """The median of fairness spreads, where ``None`` (a thread made no acquisition) is the
+    largest; ``None`` when the median falls on one."""
+    ordered = sorted(runs, key=lambda x: math.inf if x is None else x)
+    mid = ordered[(len(ordered) - 1) // 2:len(ordered) // 2 + 1]
+    return None if not mid or None in mid else sum(mid) / len(mid)
 
 
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
@@ -279,9 +300,11 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     except BenchConfigError as e:
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
+    fairness: dict[tuple[str, int], list[float | None]] = {}
     for run in runs:
         for row in run["results"]:
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
+            fairness.setdefault((row["lock"], row["threads"]), []).append(row["fairness_max_min"])
     # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
     # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
     costs_after = measure_host_costs() if measure_now else None
@@ -295,7 +318,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
         "host": host,
-        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_} for (lock, n), runs_ in measured.items()],
+        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, "measured_fairness_runs": fairness[(lock, n)]}
+                 for (lock, n), runs_ in measured.items()],
     }
     if costs_after is not None:
         report["host_costs_after"] = costs_after
@@ -338,7 +362,9 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     ``seeds`` its number of prediction seeds (reports from before ``seeds`` used ``repeat``)."""
     try:
         config, costs = dict(measured["config"]), measured["host_costs"]
-        rows = [{"lock": r["lock"], "threads": r["threads"], "measured_runs": list(r["measured_runs"])}
+        rows = [{"lock": r["lock"], "threads": r["threads"], "measured_runs": list(r["measured_runs"]),
+                 # Reports from before fairness was predicted have no measured spreads.
+                 **({"measured_fairness_runs": list(r["measured_fairness_runs"])} if "measured_fairness_runs" in r else {})}
                 for r in measured["rows"]]
         hz = config["host_hz"]
     except (KeyError, TypeError):
@@ -369,10 +395,13 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
                  for r in report["rows"] for seed in range(1, seeds + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):
-        predicted = simulated[k * seeds:(k + 1) * seeds]
+        predicted = [rate for rate, _ in simulated[k * seeds:(k + 1) * seeds]]
+        spreads = [spread for _, spread in simulated[k * seeds:(k + 1) * seeds]]
         m, p = statistics.median(row["measured_runs"]), statistics.median(predicted)
         row.update({"measured_ops_per_sec": m, "predicted_ops_per_sec": p, "predicted_runs": predicted,
-                    "predicted_over_measured": p / m if m > 0 else None})
+                    "predicted_over_measured": p / m if m > 0 else None,
+                    "measured_fairness": median_spread(row["measured_fairness_runs"]) if "measured_fairness_runs" in row else None,
+                    "predicted_fairness": median_spread(spreads), "predicted_fairness_runs": spreads})
     report["criteria"] = criteria(report)
     return report
 
@@ -438,11 +467,17 @@ def criteria(report: dict) -> dict:
 
 def table(report: dict) -> str:
     """Measured against predicted throughput, then the criteria."""
-    lines = [f"{'lock':<22} {'threads':>7} {'measured ops/s':>15} {'predicted ops/s':>16} {'pred/meas':>9}"]
+    lines = [f"{'lock':<22} {'threads':>7} {'measured ops/s':>15} {'predicted ops/s':>16} {'pred/meas':>9} "
+             f"{'fairness meas':>13} {'fairness pred':>13}"]
+
+    def spread(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
     for r in report["rows"]:
         ratio = "-" if r["predicted_over_measured"] is None else f"{r['predicted_over_measured']:.2f}"
         lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['measured_ops_per_sec']:>15,.0f} "
-                     f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9}")
+                     f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9} "
+                     f"{spread(r.get('measured_fairness')):>13} {spread(r.get('predicted_fairness')):>13}")
     c = report["criteria"]
     lines.append("")
     for o in c["ordering"]:
