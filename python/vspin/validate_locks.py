@@ -241,8 +241,7 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
         counts = per_thread(r)
         if before:
             counts = [a - b for a, b in zip(counts, per_thread(before[i]))]
-        rate = (r.totals["acquisitions"] - (before[i].totals["acquisitions"] if before else 0)) / window_s[i]
-        predicted.append((rate, max(counts) / min(counts) if min(counts) > 0 else None))
+        predicted.append((sum(counts) / window_s[i], max(counts) / min(counts) if min(counts) > 0 else None))
     return predicted
 
 
@@ -477,7 +476,7 @@ def table(report: dict) -> str:
         ratio = "-" if r["predicted_over_measured"] is None else f"{r['predicted_over_measured']:.2f}"
         lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['measured_ops_per_sec']:>15,.0f} "
                      f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9} "
-                     f"{spread(r.get('measured_fairness')):>13} {spread(r.get('predicted_fairness')):>13}")
+                     f"{spread(r['measured_fairness']):>13} {spread(r['predicted_fairness']):>13}")
     c = report["criteria"]
     lines.append("")
     for o in c["ordering"]:
