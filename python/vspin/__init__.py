@@ -16,9 +16,15 @@ A scenario may also be a TOML string or a dict of the same structure. Any key ca
 overridden: ``vspin.run(path, {"vm.*.lock": "tas", "hypervisor.ple.policy": "off"}, seed=3)``
 (the command line's ``--set vm.*.lock=tas``). The same scenario and seed give the same result,
 bit for bit.
+
+Run a scenario over a grid of settings, on local processes or a Dask cluster, with every run
+kept in a DuckDB file as it finishes (run it again to resume)::
+
+    df = vspin.sweep(path, {"vm.*.lock": ["ticket", "tas"], "seed": [1, 2, 3]}, store="runs.duckdb")
 """
 
 from vspin.result import Result
 from vspin.scenario import ScenarioError, load_scenario, run, validate
+from vspin.sweeps import sweep
 
-__all__ = ["Result", "ScenarioError", "load_scenario", "run", "validate"]
+__all__ = ["Result", "ScenarioError", "load_scenario", "run", "sweep", "validate"]

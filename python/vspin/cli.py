@@ -199,6 +199,33 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from vspin.result import _table
+    from vspin.sweeps import parse_grid, sweep
+
+    if not args.grid:
+        print("error: --grid: a sweep needs at least one, e.g. --grid vm.*.lock=ticket,tas --grid seed=1..3",
+              file=sys.stderr)
+        return 2
+    grid: dict = {}
+    for text in args.grid:
+        path, values = parse_grid(text)
+        if path in grid:
+            print(f"error: --grid {path}: given twice; list all its values in one --grid", file=sys.stderr)
+            return 2
+        grid[path] = values
+    df = sweep(args.scenario, grid, _settings(args), store=args.store, workers=args.workers, executor=args.dask)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    columns = [*grid, "vm", "lock"]
+    rows = [[str(v) for v in row] + [f"{units:,.0f}"]
+            for row, units in zip(df[columns].itertuples(index=False), df["throughput_per_s"])]
+    print("\n".join(_table([*columns, "units/s"], rows, left=len(columns))))
+    stored = f"; store: {args.store}" if args.store else ""
+    print(f"{len(df)} rows: {df.attrs['ran']} runs now, {df.attrs['reused']} from the store{stored}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vspin", description="Spinlocks under vCPU preemption: simulate a virtualized host."
@@ -218,6 +245,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline-ms", type=_window, metavar="FROM:TO",
                    help="the window --timeline covers, in simulated ms (default 0:100)")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("sweep", help="run a scenario at every point of a grid of settings (stored, resumable)")
+    p.add_argument("scenario", help="path to a scenario TOML file")
+    p.add_argument("--grid", action="append", default=[], metavar="PATH=V1,V2",
+                   help="a setting and its values; repeat for more dimensions: --grid vm.*.lock=ticket,tas "
+                        "--grid seed=1..5 (inclusive) --grid 'vm.0.pin=[[0, 1], [2, 3]]'")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a key at every point, as for run")
+    p.add_argument("--store", metavar="FILE.duckdb",
+                   help="DuckDB file the runs are written to as they finish; run again to do only the missing points")
+    p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run on a Dask cluster instead, e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
+    p.add_argument("--csv", metavar="FILE", help="also write the table, one row per point and VM, every metric")
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("validate", help="check scenario files without running them")
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario TOML files; each is checked")

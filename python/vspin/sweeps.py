@@ -1,0 +1,250 @@
+"""Sweeps: one scenario run at every point of a grid of settings, stored as the runs finish.
+
+::
+
+    import vspin
+    df = vspin.sweep("examples/overcommit-2x.toml",
+                     {"vm.*.lock": ["ticket", "pv-ticket", "tas"], "seed": [1, 2, 3]},
+                     store="runs.duckdb")
+    df.groupby(["vm.*.lock", "vm"]).throughput_per_s.mean()
+
+The grid maps setting paths (the dotted paths of ``vspin.run``'s settings, ``*`` for every
+element of a list) to the values to try; the points are its cartesian product, in the order
+given, and each is the scenario with those settings applied. Every point is validated before the
+first run, so a bad value fails at once and names the point.
+
+**Where the runs go.** ``workers`` local processes (default: one per CPU), or, for sweeps that
+outgrow one machine, a Dask cluster: ``executor`` is a ``distributed.Client`` or a scheduler
+address such as ``"tcp://10.0.0.5:8786"`` (``pip install '.[cluster]'``; every worker needs the
+same vspin installed). A run is deterministic, so the executor changes how fast a sweep goes,
+never its numbers.
+
+**The store.** With ``store`` (a DuckDB file, created if missing), each run is written the
+moment it finishes, so nothing finished is lost when a sweep is interrupted; run the same call
+again and it runs only the points the store lacks. Sweeps that overlap share their runs. A run is
+identified by its whole scenario (canonical JSON, seed included) and by the engine that produced
+it: ``engine`` is a hash of the compiled simulator, so a rebuilt vspin, whose model may have
+changed, runs every point again instead of mixing old numbers with new (the old rows are kept).
+One process may write a store at a time (DuckDB's file lock). Tables, for SQL::
+
+    runs(key, engine, scenario JSON, result JSON, stored_at)   -- one row per run
+    vms(key, engine, scenario, seed, vm, lock, workload, throughput_per_s, metrics JSON)
+                                                               -- a view: one row per VM
+
+``duckdb.connect("runs.duckdb").sql("SELECT lock, avg(throughput_per_s) FROM vms GROUP BY lock")``.
+
+The returned DataFrame has one row per point and VM: the grid's paths as columns (in grid
+order), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
+count the points run now and those found in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import multiprocessing
+import os
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from vspin import _core
+from vspin.result import Result
+from vspin.scenario import Scenario, ScenarioError, validate
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    key VARCHAR NOT NULL,
+    engine VARCHAR NOT NULL,
+    scenario JSON NOT NULL,
+    result JSON NOT NULL,
+    stored_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    PRIMARY KEY (key, engine)
+);
+CREATE OR REPLACE VIEW vms AS
+SELECT r.key, r.engine, r.scenario->>'name' AS scenario, CAST(r.result->>'seed' AS BIGINT) AS seed,
+       vm.value->>'name' AS vm, vm.value->>'lock' AS lock, vm.value->>'workload' AS workload,
+       CAST(vm.value->>'throughput_per_s' AS DOUBLE) AS throughput_per_s, vm.value AS metrics
+FROM runs r, json_each(r.result->'vms') AS vm;
+"""
+
+_engine_hash: str | None = None
+
+
+def engine() -> str:
+    """A hash of the compiled simulator this process runs (its shared library's bytes)."""
+    global _engine_hash
+    if _engine_hash is None:
+        _engine_hash = hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()[:16]
+    return _engine_hash
+
+
+def _canonical(scenario: dict) -> str:
+    return json.dumps(scenario, sort_keys=True, separators=(",", ":"))
+
+
+def _key(canonical: str) -> str:
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _run_canonical(item: tuple[int, str]) -> tuple[int, str, str]:
+    """Run one scenario where the executor put it; returns the engine that ran it, too."""
+    index, text = item
+    return index, engine(), _core.run_json(text)
+
+
+def points(grid: dict[str, list]) -> list[dict[str, Any]]:
+    """The grid's points, in order: the cartesian product of its values."""
+    plain = {}
+    for path, values in grid.items():
+        if not isinstance(path, str) or not path:
+            raise ScenarioError(f"grid: a path must be a non-empty string like 'vm.*.lock', got {path!r}")
+        if hasattr(values, "__iter__") and not isinstance(values, (str, bytes, dict)):
+            values = list(values)
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(f"grid {path}: expected a non-empty list of values, got {values!r}")
+        # numpy scalars (from ``np.arange``, a DataFrame column) become the Python values JSON takes.
+        plain[path] = [v.item() if hasattr(v, "item") else v for v in values]
+    return [dict(zip(plain, combo)) for combo in itertools.product(*plain.values())]
+
+
+def _describe(point: dict[str, Any]) -> str:
+    return ", ".join(f"{p}={v!r}" for p, v in point.items()) or "the scenario as given"
+
+
+def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | None = None, *,
+          store: str | os.PathLike | None = None, workers: int | None = None, executor: Any = None,
+          verbose: bool = False) -> pd.DataFrame:
+    """Run ``scenario`` at every point of ``grid`` (see the module docs); ``settings`` apply to
+    every point first. Raises ScenarioError for a bad grid or point, RuntimeError if a run broke
+    an invariant (the runs stored before it are kept)."""
+    if workers is not None and workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+    if workers is not None and executor is not None:
+        raise ScenarioError("workers and executor: give one of them (a Dask cluster has its own workers)")
+    grid_points = points(grid)
+    texts = []
+    for point in grid_points:
+        try:
+            data = validate(scenario, {**(settings or {}), **point})
+        except ScenarioError as e:
+            raise ScenarioError(f"point {_describe(point)}: {e}") from None
+        texts.append(_canonical(data))
+
+    db = _open_store(store) if store is not None else None
+    try:
+        raw: dict[int, str] = {}
+        if db is not None:
+            for i, text in enumerate(texts):
+                row = db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
+                if row is not None:
+                    raw[i] = row[0]
+        todo = [(i, text) for i, text in enumerate(texts) if i not in raw]
+        reused = len(raw)
+        for done, (i, ran_on, result) in enumerate(_execute(todo, workers, executor), 1):
+            raw[i] = result
+            if db is not None:
+                db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
+                           [_key(texts[i]), ran_on, texts[i], result])
+            if verbose or sys.stderr.isatty():
+                end = "\n" if done == len(todo) else ""
+                print(f"\rsweep: {done}/{len(todo)} runs ({reused} from the store)", end=end, file=sys.stderr, flush=True)
+    finally:
+        if db is not None:
+            db.close()
+
+    frames = []
+    for i, point in enumerate(grid_points):
+        vms = Result(json.loads(raw[i]), json.loads(texts[i])).vms.rename(columns={"name": "vm"})
+        for column, (path, value) in enumerate(point.items()):
+            vms.insert(column, path, [value] * len(vms))
+        frames.append(vms)
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs.update(ran=len(todo), reused=reused)
+    return df
+
+
+def _open_store(path: str | os.PathLike):
+    import duckdb
+
+    try:
+        db = duckdb.connect(str(path))
+    except duckdb.Error as e:
+        raise ScenarioError(f"store {path}: cannot open it as a DuckDB database: {e}") from None
+    db.execute(_SCHEMA)
+    return db
+
+
+def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) -> Iterator[tuple[int, str, str]]:
+    """Yield (index, engine, result JSON) for every item, as each finishes."""
+    if not todo:
+        return
+    if executor is not None:
+        yield from _execute_dask(todo, executor)
+        return
+    workers = min(workers or os.cpu_count() or 1, len(todo))
+    if workers == 1:
+        yield from map(_run_canonical, todo)
+        return
+    with multiprocessing.Pool(workers) as pool:
+        yield from pool.imap_unordered(_run_canonical, todo)
+
+
+def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[int, str, str]]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ScenarioError("executor: a Dask executor needs dask.distributed (pip install '.[cluster]')") from None
+    if isinstance(executor, str):
+        try:
+            client = Client(executor, timeout=10)
+        except (OSError, ValueError) as e:
+            raise ScenarioError(f"executor {executor}: cannot reach a Dask scheduler there: {e}") from None
+    else:
+        client = executor
+    if not isinstance(client, Client):
+        raise ScenarioError(f"executor: expected a distributed.Client or a scheduler address like 'tcp://host:8786', got {executor!r}")
+    try:
+        futures = client.map(_run_canonical, todo, pure=False)
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        if client is not executor:
+            client.close()
+
+
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+
+
+def parse_grid(text: str) -> tuple[str, list]:
+    """Parse ``PATH=VALUES`` from the command line: ``vm.*.lock=ticket,tas``, ``seed=1..5``
+    (inclusive), or a TOML array for values that contain commas (``vm.0.pin=[[0, 1], [2, 3]]``).
+    Each comma-separated value is read as TOML (``16``, ``2.5``, ``true``) or else as a string."""
+    path, sep, raw = text.partition("=")
+    path, raw = path.strip(), raw.strip()
+    if not sep or not path or not raw:
+        raise ScenarioError(f"--grid {text!r}: expected PATH=V1,V2,... (e.g. vm.*.lock=ticket,tas or seed=1..5)")
+    if (m := _RANGE.match(raw)) is not None:
+        lo, hi = int(m[1]), int(m[2])
+        if hi < lo:
+            raise ScenarioError(f"--grid {text!r}: the range {lo}..{hi} is empty (write LOW..HIGH)")
+        return path, list(range(lo, hi + 1))
+    if raw.startswith("["):
+        try:
+            values = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"--grid {text!r}: not a TOML array: {e}") from None
+        return path, values
+    return path, [_scalar(v.strip()) for v in raw.split(",")]
+
+
+def _scalar(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw

@@ -1,0 +1,112 @@
+import json
+
+import duckdb
+import pytest
+
+import vspin
+import vspin.sweeps as sweep_module
+from vspin.cli import main
+from vspin.sweeps import parse_grid
+
+GRID = {"vm.*.lock": ["ticket", "tas"], "seed": [1, 2]}
+
+
+def test_every_point_is_the_scenario_with_its_settings(small):
+    df = vspin.sweep(small, GRID, workers=1)
+    assert list(df.columns[:3]) == ["vm.*.lock", "seed", "vm"]
+    assert len(df) == 4 * 2  # four points, two VMs each
+    for (lock, seed), rows in df.groupby(["vm.*.lock", "seed"], sort=False):
+        alone = vspin.run(small, {"vm.*.lock": lock}, seed=int(seed)).vms
+        assert list(rows["lock"]) == [lock, lock]
+        assert list(rows["work_units"]) == list(alone["work_units"])
+    assert df.attrs == {"ran": 4, "reused": 0}
+
+
+def test_results_do_not_depend_on_the_number_of_workers(small):
+    assert vspin.sweep(small, GRID, workers=1).equals(vspin.sweep(small, GRID, workers=2))
+
+
+def test_a_sweep_resumes_from_its_store_and_shares_runs(small, tmp_path):
+    store = tmp_path / "runs.duckdb"
+    first = vspin.sweep(small, {"vm.*.lock": ["ticket"], "seed": [1, 2]}, store=store, workers=1)
+    assert first.attrs == {"ran": 2, "reused": 0}
+    more = vspin.sweep(small, GRID, store=store, workers=1)
+    assert more.attrs == {"ran": 2, "reused": 2}
+    assert more.equals(vspin.sweep(small, GRID, workers=1))
+    again = vspin.sweep(small, GRID, store=store, workers=1)
+    assert again.attrs == {"ran": 0, "reused": 4} and again.equals(more)
+    with duckdb.connect(str(store)) as db:
+        assert db.sql("SELECT count(*) FROM runs").fetchone()[0] == 4
+        assert db.sql("SELECT count(*) FROM vms WHERE lock = 'tas'").fetchone()[0] == 4
+        stored = json.loads(db.sql("SELECT result FROM runs WHERE json_extract_string(scenario, '$.seed') = '2' "
+                                   "AND json_extract_string(scenario, '$.vm[0].lock') = 'tas'").fetchone()[0])
+    assert stored == json.loads(vspin.run(small, {"vm.*.lock": "tas"}, seed=2).to_json())
+
+
+def test_a_rebuilt_engine_runs_every_point_again(small, tmp_path, monkeypatch):
+    store = tmp_path / "runs.duckdb"
+    vspin.sweep(small, GRID, store=store, workers=1)
+    monkeypatch.setattr(sweep_module, "engine", lambda: "another-build")
+    assert vspin.sweep(small, GRID, store=store, workers=1).attrs == {"ran": 4, "reused": 0}
+    with duckdb.connect(str(store)) as db:
+        assert db.sql("SELECT count(DISTINCT engine), count(*) FROM runs").fetchone() == (2, 8)
+
+
+def test_a_bad_point_fails_before_any_run_and_names_itself(small, tmp_path):
+    store = tmp_path / "runs.duckdb"
+    with pytest.raises(vspin.ScenarioError, match=r"point vm\.\*\.lock='nope', seed=1: .*lock.*ticket"):
+        vspin.sweep(small, {"vm.*.lock": ["ticket", "nope"], "seed": [1]}, store=store)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"seed": []}, "grid seed: expected a non-empty list"),
+    ({"seed": 3}, "grid seed: expected a non-empty list"),
+    ({"": [1]}, "a path must be a non-empty string"),
+])
+def test_a_bad_grid_names_the_path(small, grid, message):
+    with pytest.raises(vspin.ScenarioError, match=message):
+        vspin.sweep(small, grid)
+
+
+def test_numpy_values_are_accepted(small):
+    np = pytest.importorskip("numpy")
+    df = vspin.sweep(small, {"seed": np.arange(1, 3)}, workers=1)
+    assert list(df["seed"]) == [1, 1, 2, 2]
+
+
+def test_grid_values_parse_as_lists_ranges_and_arrays():
+    assert parse_grid("vm.*.lock=ticket, tas") == ("vm.*.lock", ["ticket", "tas"])
+    assert parse_grid("seed=1..3") == ("seed", [1, 2, 3])
+    assert parse_grid("duration_ms=50,100.5") == ("duration_ms", [50, 100.5])
+    assert parse_grid("vm.0.pin=[[0, 1], [2, 3]]") == ("vm.0.pin", [[0, 1], [2, 3]])
+    for bad, message in [("seed", "expected PATH=V1,V2"), ("seed=3..1", "is empty"), ("x=[1,", "not a TOML array")]:
+        with pytest.raises(vspin.ScenarioError, match=message):
+            parse_grid(bad)
+
+
+def test_the_sweep_command_prints_stores_and_resumes(small, tmp_path, capsys):
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(small)
+    args = ["sweep", str(scenario), "--grid", "vm.*.lock=ticket,tas", "--grid", "seed=1..2",
+            "--store", str(tmp_path / "runs.duckdb"), "--csv", str(tmp_path / "runs.csv"), "--workers", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "units/s" in out and "8 rows: 4 runs now, 0 from the store" in out
+    assert main(args) == 0
+    assert "8 rows: 0 runs now, 4 from the store" in capsys.readouterr().out
+    assert (tmp_path / "runs.csv").read_text().startswith("vm.*.lock,seed,vm,lock,")
+    assert main(["sweep", str(scenario)]) == 2
+    assert "needs at least one" in capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--grid", "seed=1", "--grid", "seed=2"]) == 2
+    assert "given twice" in capsys.readouterr().err
+
+
+def test_a_dask_cluster_gives_the_same_rows(small):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        on_dask = vspin.sweep(small, GRID, executor=client)
+    assert on_dask.equals(vspin.sweep(small, GRID, workers=1))
+    with pytest.raises(vspin.ScenarioError, match="workers and executor"):
+        vspin.sweep(small, GRID, workers=2, executor="tcp://127.0.0.1:1")
