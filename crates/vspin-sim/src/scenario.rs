@@ -489,7 +489,10 @@ impl Scenario {
         let sc: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let mut path = if path == "." { String::new() } else { path };
-            let msg = plain_message(&e.into_inner().to_string());
+            let mut msg = plain_message(&e.into_inner().to_string());
+            if let (Some(at), Some(range)) = (msg.find("expected a whole number").or_else(|| msg.find("expected u")), whole_number_range(&path)) {
+                msg = format!("{}expected a whole number, allowed {range}", &msg[..at]);
+            }
             if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
                 path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
             }
@@ -529,8 +532,7 @@ impl Scenario {
                 format!("{smt} is out of range; allowed 1.0 ..= {smt_max} (threads_per_core, at least 2)"),
             ));
         }
-        positive("host.clock_ghz", h.clock_ghz)?;
-        if !(0.1..=100.0).contains(&h.clock_ghz) {
+        if !(h.clock_ghz.is_finite() && (0.1..=100.0).contains(&h.clock_ghz)) {
             return Err(err("host.clock_ghz", format!("{} is out of range; allowed 0.1 ..= 100 (GHz)", h.clock_ghz)));
         }
         let mut prev_residency = 0.0;
@@ -590,6 +592,10 @@ impl Scenario {
         }
         if self.vms.is_empty() {
             return Err(err("vm", "at least one [[vm]] is required"));
+        }
+        let vcpus: u64 = self.vms.iter().map(|vm| vm.vcpus as u64).sum();
+        if vcpus > MAX_VCPUS {
+            return Err(err("vm", format!("{vcpus} vCPUs in all; at most {MAX_VCPUS} are supported (16 per hardware thread of the largest host)")));
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, vm) in self.vms.iter().enumerate() {
@@ -667,8 +673,10 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     if let Some(s) = w.zipf_s {
         non_negative(&f("zipf_s"), s)?;
     }
-    if w.locks == Some(0) {
-        return Err(err(f("locks"), "must be at least 1"));
+    if let Some(n) = w.locks {
+        if !(1..=MAX_LOCKS).contains(&n) {
+            return Err(err(f("locks"), format!("{n} is out of range; allowed 1..={MAX_LOCKS}")));
+        }
     }
     if let Some(t) = w.threads_per_vcpu {
         if !(1..=4096).contains(&t) {
@@ -684,6 +692,30 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
         }
     }
     Ok(())
+}
+
+/// The most vCPUs a scenario may have over all its VMs: 16 per hardware thread of the largest
+/// host (256 threads), far past any over-commit the seeds study, and a bound on the run's memory.
+const MAX_VCPUS: u64 = 4096;
+
+/// The most locks a workload may spread its acquisitions over. Each lock is a simulated word and
+/// an entry of the Zipf popularity table; beyond 2^16 locks the hottest ones' share no longer
+/// changes what contention looks like, and an unbounded count could exhaust the host's memory.
+const MAX_LOCKS: u32 = 1 << 16;
+
+/// The allowed values of the whole-number fields whose range is narrower than their type's, so
+/// that a value of the wrong type or sign is answered with the range `validate` enforces rather
+/// than the type's.
+fn whole_number_range(path: &str) -> Option<String> {
+    Some(match path.rsplit('.').next()? {
+        "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => "1..=256".into(),
+        "threads_per_vcpu" => "1..=4096".into(),
+        "locks" => format!("1..={MAX_LOCKS}"),
+        "timeout_unit_pauses" => "1..=1073741824".into(),
+        "guest_hz" => "10..=10000".into(),
+        "seed" => format!("0..={}", u64::MAX),
+        _ => return None,
+    })
 }
 
 /// A deserializer's message without its source excerpt: TOML errors keep their position as
