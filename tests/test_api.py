@@ -70,3 +70,59 @@ def test_settings_override_nested_keys_and_every_vm(small):
 def test_setting_a_missing_list_entry_is_a_clear_error(small):
     with pytest.raises(vspin.ScenarioError, match=r"vm\.5 does not exist; the list has 2 entries"):
         vspin.load_scenario(small, {"vm.5.lock": "tas"})
+
+
+def test_a_file_whose_name_has_an_equals_sign_is_read_as_a_file(small, tmp_path):
+    path = tmp_path / "ple=off.toml"
+    path.write_text(small)
+    assert vspin.load_scenario(str(path))["name"] == "small"
+
+
+@pytest.mark.parametrize("scenario, message", [
+    ({"duration_ms": float("nan")}, r"duration_ms: nan is not allowed; must be a finite number"),
+    ({"duration_ms": float("inf")}, r"duration_ms: inf is not allowed; must be a finite number"),
+    ("duration_ms = 1979-05-27\n", r"duration_ms: 1979-05-27 is a TOML date or time"),
+    ({"vm": [{"pin": [0, object()]}]}, r"vm\[0\]\.pin\[1\]: .*\(type object\) is not allowed"),
+    (5, r"scenario: expected a file path, TOML text or a dict, got int"),
+    ("", r"scenario: empty"),
+])
+def test_values_json_cannot_carry_are_named(scenario, message):
+    with pytest.raises(vspin.ScenarioError, match=message):
+        vspin.load_scenario(scenario)
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path):
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe\x00bin")
+    with pytest.raises(vspin.ScenarioError, match="not UTF-8 text"):
+        vspin.run(binary)
+    with pytest.raises(vspin.ScenarioError, match="is a directory"):
+        vspin.run(str(tmp_path))
+
+
+def test_overrides_and_settings_are_checked_too(small):
+    with pytest.raises(vspin.ScenarioError, match="duration_ms: nan is not allowed"):
+        vspin.run(small, duration_ms=float("nan"))
+    with pytest.raises(vspin.ScenarioError, match=r"vm\.\*\.vcpus: .*\(type object\)"):
+        vspin.run(small, {"vm.*.vcpus": object()})
+
+
+def test_settings_accept_the_bracket_notation_of_the_errors(small):
+    assert vspin.load_scenario(small, {"vm[1].vcpus": 1})["vm"][1]["vcpus"] == 1
+
+
+def test_a_timeline_window_is_checked(small):
+    with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
+        vspin.run(small, timeline="0:5")
+    with pytest.raises(vspin.ScenarioError, match="at or after the run's end"):
+        vspin.run(small, timeline=(500, 600))
+
+
+def test_a_whole_number_field_of_the_wrong_type_gives_its_range(small):
+    with pytest.raises(vspin.ScenarioError, match=r"vm\[0\]\.vcpus: .*expected a whole number, allowed 1..=256"):
+        vspin.run(small, {"vm.0.vcpus": -1})
+
+
+def test_a_run_that_ends_early_says_why(small):
+    text = vspin.run(small, {"vm.*.work_units": 50}).summary()
+    assert "ended before duration_ms = 20: every VM with a work_units target finished" in text

@@ -50,8 +50,11 @@ class Result:
         lines = [
             f"scenario {r['scenario']!r}, seed {r['seed']}: "
             f"{r['simulated_ms']:.1f} ms simulated, {r['events']:,} events",
-            "",
         ]
+        duration = self.scenario.get("duration_ms")
+        if isinstance(duration, (int, float)) and r["simulated_ms"] < duration:
+            lines.append(f"(ended before duration_ms = {duration:g}: every VM with a work_units target finished)")
+        lines.append("")
         lines += _table(
             ["VM", "lock", "workload", "vCPUs", "units", "units/s", "done at"],
             [[vm["name"], vm["lock"], vm["workload"], f"{vm['vcpus']}", f"{vm['work_units']:,}",

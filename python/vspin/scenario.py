@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Union
@@ -26,29 +29,72 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     (``seed``, ``duration_ms``, ``name``).
     """
     if isinstance(scenario, dict):
+        _check_values(scenario, "")
         data = json.loads(json.dumps(scenario))
-    else:
+    elif isinstance(scenario, (str, os.PathLike)):
         text = str(scenario)
-        is_path = isinstance(scenario, os.PathLike) or (
-            "\n" not in text and "=" not in text
-        )
+        if not text.strip():
+            raise ScenarioError("scenario: empty; give a file path, TOML text or a dict")
+        # Text with a line break is TOML; a one-line string is a path if such a file exists (even
+        # with an '=' in its name, as in ple=off.toml), else TOML if it has an '=', else a path.
+        is_path = isinstance(scenario, os.PathLike) or ("\n" not in text and (_exists(text) or "=" not in text))
         if is_path:
-            path = Path(scenario)
-            if not path.is_file():
-                raise ScenarioError(f"scenario file not found: {path}")
-            text = path.read_text()
+            text = _read_scenario_file(Path(scenario))
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ScenarioError(f"TOML syntax: {e}") from None
+        _check_values(data, "")
         if is_path and "name" not in data:
             data["name"] = Path(scenario).stem
+    else:
+        raise ScenarioError(f"scenario: expected a file path, TOML text or a dict, got {type(scenario).__name__}")
     for path, value in (settings or {}).items():
+        _check_values(value, path)
         _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
+            _check_values(value, key)
             data[key] = value
     return data
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except OSError:  # a name too long to be a path
+        return False
+
+
+def _read_scenario_file(path: Path) -> str:
+    if not path.exists():
+        raise ScenarioError(f"scenario file not found: {path}")
+    if path.is_dir():
+        raise ScenarioError(f"scenario {path}: is a directory, not a TOML file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"scenario {path}: not UTF-8 text (byte {e.start}); a scenario is a TOML file") from None
+
+
+def _check_values(value: Any, where: str) -> None:
+    """Reject what JSON cannot carry to the core, naming where it is: TOML dates and times, NaN
+    and infinities, and any Python object that is not a table, list, string, number or bool."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_values(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_values(item, f"{where}[{i}]")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ScenarioError(f"{where}: {value} is not allowed; must be a finite number")
+    elif isinstance(value, (datetime.date, datetime.time)):
+        raise ScenarioError(f"{where}: {value} is a TOML date or time, which no field takes; "
+                            "allowed: tables, lists, strings, numbers and booleans")
+    elif not isinstance(value, (str, int, bool)) and value is not None:
+        raise ScenarioError(f"{where}: {value!r} (type {type(value).__name__}) is not allowed; "
+                            "allowed: tables, lists, strings, numbers and booleans")
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -65,7 +111,8 @@ def parse_setting(text: str) -> tuple[str, Any]:
 
 
 def _apply_setting(node: Any, path: str, value: Any) -> None:
-    keys = path.split(".")
+    # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`.
+    keys = re.sub(r"\[(\d+|\*)\]", r".\1", path).split(".")
     targets = [node]
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1
@@ -94,6 +141,18 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
         targets = following
 
 
+def _check_timeline(timeline: Any, data: dict) -> None:
+    try:
+        start, end = (float(t) for t in timeline)
+    except (TypeError, ValueError):
+        raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {timeline!r}") from None
+    if not 0 <= start < end:
+        raise ScenarioError(f"timeline: expected 0 <= from_ms < to_ms, got ({start:g}, {end:g})")
+    duration = data.get("duration_ms")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool) and start >= duration:
+        raise ScenarioError(f"timeline: the window starts at {start:g} ms, at or after the run's end (duration_ms = {duration:g})")
+
+
 def _to_json(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
 
@@ -117,6 +176,8 @@ def run(scenario: Scenario, settings: dict[str, Any] | None = None,
     trace JSON in ``Result.timeline`` (open it in https://ui.perfetto.dev or chrome://tracing).
     """
     data = load_scenario(scenario, settings, **overrides)
+    if timeline is not None:
+        _check_timeline(timeline, data)
     trace = None
     try:
         if timeline is None:
