@@ -468,6 +468,24 @@ impl Platform for Native {
         }
     }
 
+    #[inline]
+    async fn spin_test_and_set(&self, w: &AtomicU64, bits: u64, max_pauses: u64) -> SpinOutcome {
+        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap) };
+        loop {
+            let old = w.fetch_or(bits, Ordering::SeqCst);
+            if old & bits == 0 {
+                return SpinOutcome::Satisfied(old);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(old);
+            }
+            if left != u64::MAX {
+                left -= 1;
+            }
+            pause();
+        }
+    }
+
     async fn halt(&self) {
         match self.machine.wake.get(self.cpu() as usize) {
             Some(wake) => wake.halt(),

@@ -184,6 +184,15 @@ pub trait Platform {
     /// most `max_pauses` times. `u64::MAX` means spin until it holds.
     async fn spin_until(&self, w: &Self::Word, until: Until, max_pauses: u64) -> SpinOutcome;
 
+    /// A test-and-set loop with no read-only test between attempts, as the preemptable ticket
+    /// lock patches compete (`for (;;) { if (xchg(&lock->lock, 1) == 0) break; cpu_relax(); }`):
+    /// set `bits` with a locked read-modify-write and, while they were already set, PAUSE and try
+    /// again, at most `max_pauses` times (`u64::MAX`: until this CPU sets them). `Satisfied(old)`
+    /// when this call set them, else `Exhausted(old)`. Unlike [`spin_until`](Self::spin_until),
+    /// every attempt is a write: with several CPUs attempting, the line moves to each in turn, so
+    /// an attempt can stall longer than PLE's `ple_gap` and keep the loop from counting as one.
+    async fn spin_test_and_set(&self, w: &Self::Word, bits: u64, max_pauses: u64) -> SpinOutcome;
+
     /// Paravirtual wait (`halt()` / `futex_wait`): block until kicked. May return spuriously.
     async fn halt(&self);
     /// Paravirtual wake of `cpu` (`KVM_HC_KICK_CPU` / `futex_wake`).

@@ -19,7 +19,7 @@
 //!               spin ≤ N·t PAUSEs until head moves ──moved──▶ recompute N
 //!                                       │ timed out
 //!                                       ▼
-//!           COMPETE: repeat { spin until locked == 0; set locked (atomic) } until it was 0 ─▶ HELD
+//!           COMPETE: repeat { set locked (xchg); PAUSE } until it was 0 ─▶ HELD
 //!   unlock: fast: word == tail 1 | locked && cas(it → 0) ──ok──▶ done  (the only ticket: rest)
 //!           slow: xadd(word, 1 − locked): head += 1 and locked cleared by one add
 //!                 (if head wrapped, its carry went to the spare bits above it: clear them)
@@ -30,9 +30,16 @@
 //! - Wrap-around: the patch compared `ticket <= head`, which fails when tickets wrap. Here the
 //!   distance `ticket − head` is taken modulo 2^B and read as signed: a waiter whose ticket head
 //!   has passed (because later waiters overtook it and released) competes at once.
-//! - The competition is test-and-test-and-set on `locked`, which shares the cache line with the
-//!   tickets as in the patch's `arch_spinlock_t`; the read-only spin between attempts changes only
-//!   coherence traffic, not who may acquire.
+//! - The competition is the patches' own loop: an atomic set of `locked` (v1.0's and v2.0's
+//!   `xchg`, the compact patch's `cmpxchg`) every iteration with one PAUSE between, and no
+//!   read-only test first. `locked` shares the cache line with the tickets, as in the patch's
+//!   `arch_spinlock_t`. Which CPU may acquire is the same as with a test-and-test-and-set, but
+//!   what the hardware sees is not: every attempt is a write, so the line moves to each competing
+//!   CPU in turn, the countdown's reads of `head` miss, and under contention the stall between
+//!   two PAUSEs exceeds PLE's `ple_gap`, so competing waiters do not PLE-exit. Until 2026-11-25
+//!   this lock spun read-only between attempts; with PLE on (the seed's Linux 3.5 host) that
+//!   made its waiters fall into the same directed-yield storms as the ticket lock
+//!   (`docs/mechanisms/pticket.md`).
 //! - `t = TIMEOUT_UNIT = 2^14` PAUSEs, the constant of the paper's patch (v1.0, `TIMEOUT_UNIT`)
 //!   and of the authors' later compact patch (`pmtlock_timeout_shift = 14`); their v3.0 port to
 //!   Linux 4.0 lowered it to 2^8. The paper reports that performance is not sensitive to `t`;
@@ -110,10 +117,9 @@ impl<const BITS: u32> Layout<BITS> {
         Self::HEAD.get(old) == Self::HEAD.mask()
     }
 
-    /// The start of both slow paths, after the fast path found the lock not at 0: draw a ticket,
-    /// wait for its turn or a timeout (the queueing phase), then compete once for `locked`: true
-    /// if that won.
-    pub(crate) async fn queue_and_take<P: Platform>(p: &P, word: &P::Word, timeout_unit: u64) -> bool {
+    /// The start of both slow paths, after the fast path found the lock not at 0: draw a ticket
+    /// and wait for its turn or a timeout (the queueing phase). What follows is the competition.
+    pub(crate) async fn queue<P: Platform>(p: &P, word: &P::Word, timeout_unit: u64) {
         let old = p.fetch_add_field(word, Self::TAIL, 1).await;
         let ticket = Self::TAIL.get(old);
         let mut head = Self::HEAD.get(old);
@@ -123,7 +129,6 @@ impl<const BITS: u32> Layout<BITS> {
                 SpinOutcome::Exhausted(_) => break,
             }
         }
-        Self::try_take(p, word).await
     }
 
     /// The end of both unlock slow paths: if the unlock left the word `after`, and that is at
@@ -143,9 +148,10 @@ impl<const BITS: u32> Layout<BITS> {
         idle && p.compare_exchange(word, old, Self::TAIL.add(old, 1) | Self::LOCKED).await.is_ok()
     }
 
-    /// One attempt at the `locked` bit; true if it was free.
-    pub(crate) async fn try_take<P: Platform>(p: &P, word: &P::Word) -> bool {
-        p.fetch_or(word, Self::LOCKED).await & Self::LOCKED == 0
+    /// Compete for `locked` as the patches do, with an `xchg` every iteration and no read-only
+    /// test between (see "Decisions"), at most `max_pauses` PAUSEs: true if this CPU took it.
+    pub(crate) async fn compete<P: Platform>(p: &P, word: &P::Word, max_pauses: u64) -> bool {
+        matches!(p.spin_test_and_set(word, Self::LOCKED, max_pauses).await, SpinOutcome::Satisfied(_))
     }
 }
 
@@ -180,15 +186,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     }
 
     async fn lock_slow(&self, p: &P, (): ()) {
-        if Layout::<BITS>::queue_and_take(p, &self.word, self.timeout_unit).await {
-            return;
-        }
-        loop {
-            p.spin_until(&self.word, Until::masked_eq(Layout::<BITS>::LOCKED, 0), u64::MAX).await;
-            if Layout::<BITS>::try_take(p, &self.word).await {
-                return;
-            }
-        }
+        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
+        Layout::<BITS>::compete(p, &self.word, u64::MAX).await;
     }
 
     async fn unlock_fast(&self, p: &P) -> Result<(), ()> {

@@ -2,9 +2,9 @@
 //!
 //! The [`preemptable_ticket`](crate::preemptable_ticket) lock plus "sleep when waiting too long
 //! after timing out; wake all sleeping waiters at unlock". After its turn comes or it times out,
-//! a waiter competes for `locked`; once it has spun `SPIN_THRESHOLD` PAUSEs on one unbroken
-//! stretch of `locked` held (each time it sees the lock free and loses the race, the count starts
-//! again), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting
+//! a waiter competes for `locked` with the plain lock's loop (an `xchg`, then a PAUSE); after
+//! `SPIN_THRESHOLD` failed attempts (the PV ticket lock's 2^15: the paper gives no count and no
+//! code of this lock is published), it publishes the lock it waits for in its per-CPU slot, joins the machine's waiting
 //! mask, sets the lock's slow-path bit, re-checks `locked` (the pickup race) and halts. An
 //! uncontended lock and unlock are the plain lock's two compare-exchanges from and back to rest
 //! at 0; the unlock's slow path (taken whenever the word is not that of a lone holder, so always
@@ -18,7 +18,7 @@
 //! ```text
 //!   lock:   cas(0 → tail 1 | locked) ──ok──▶ HELD             (as the preemptable ticket lock)
 //!           queue (as preemptable ticket) ─▶ COMPETE ─won─▶ HELD
-//!                                               │ 2^15 PAUSEs with `locked` held
+//!                                               │ 2^15 failed attempts
 //!                                               ▼
 //!           wait slot = lock; waiting_cpus |= me; word |= SLOWPATH; locked ? HALT : retry
 //!           HALTED ──kick (unlock) or interrupt──▶ COMPETE
@@ -27,7 +27,7 @@
 //!           if old & SLOWPATH: clear SLOWPATH; kick every CPU whose wait slot is this lock
 //!           (and if head wrapped, clear its carry; if at rest, back to 0: the plain lock's steps)
 //! ```
-use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
+use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, WordAlloc};
 use crate::preemptable_ticket::{Layout, TIMEOUT_UNIT};
 use crate::pv_ticket::SPIN_THRESHOLD;
 #[cfg(not(loom))]
@@ -93,17 +93,9 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
     }
 
     async fn lock_slow(&self, p: &P, (): ()) {
-        if Layout::<BITS>::queue_and_take(p, &self.word, self.timeout_unit).await {
-            return;
-        }
-        loop {
-            let free = Until::masked_eq(Layout::<BITS>::LOCKED, 0);
-            if let SpinOutcome::Exhausted(_) = p.spin_until(&self.word, free, SPIN_THRESHOLD).await {
-                self.wait(p).await;
-            }
-            if Layout::<BITS>::try_take(p, &self.word).await {
-                return;
-            }
+        Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
+        while !Layout::<BITS>::compete(p, &self.word, SPIN_THRESHOLD).await {
+            self.wait(p).await;
         }
     }
 

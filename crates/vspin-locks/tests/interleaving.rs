@@ -155,6 +155,19 @@ impl Platform for Cpu {
             left = left.saturating_sub(PAUSES_PER_STEP);
         }
     }
+    async fn spin_test_and_set(&self, w: &usize, bits: u64, max_pauses: u64) -> SpinOutcome {
+        let mut left = max_pauses;
+        loop {
+            let old = self.fetch_or(w, bits).await;
+            if old & bits == 0 {
+                return SpinOutcome::Satisfied(old);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(old);
+            }
+            left = left.saturating_sub(PAUSES_PER_STEP);
+        }
+    }
     async fn halt(&self) {
         step().await;
         let me = self.id as usize;

@@ -40,6 +40,9 @@ pub(crate) enum Req {
     /// A PAUSE loop on a word until the condition holds or the PAUSE budget runs out; answered
     /// with (last value, 1 if the condition held).
     Spin(SimWord, Until, u64),
+    /// One PAUSE (`cpu_relax()`) with no memory access, between two attempts of a test-and-set
+    /// loop: spinning time that PLE counts, as a PAUSE is.
+    Relax,
     Halt,
     Kick(CpuId),
     Yield,
@@ -217,6 +220,23 @@ impl Platform for SimCpu {
         match call(Req::Spin(*w, until, max_pauses)).await {
             (value, 1) => SpinOutcome::Satisfied(value),
             (value, _) => SpinOutcome::Exhausted(value),
+        }
+    }
+
+    async fn spin_test_and_set(&self, w: &SimWord, bits: u64, max_pauses: u64) -> SpinOutcome {
+        let mut left = max_pauses;
+        loop {
+            let old = self.fetch_or(w, bits).await;
+            if old & bits == 0 {
+                return SpinOutcome::Satisfied(old);
+            }
+            if left == 0 {
+                return SpinOutcome::Exhausted(old);
+            }
+            if left != u64::MAX {
+                left -= 1;
+            }
+            call(Req::Relax).await;
         }
     }
 

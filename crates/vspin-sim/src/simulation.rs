@@ -295,6 +295,11 @@ impl Sim {
                 host_threads: true,
             });
         }
+        // After all other words, so that adding them moved no lock's address (the PV qspinlock
+        // hashes addresses).
+        for vc in &mut sim.vcpus {
+            vc.relax_word = mem.word(0);
+        }
         sim.watchers = vec![Vec::new(); mem.len()];
         sim.mem = mem;
         sim
@@ -350,6 +355,7 @@ impl Sim {
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
+            relax_word: SimWord(u32::MAX), // allocated after every guest-visible word (`new`)
             waiting: None,
             held: None,
             releasing: None,
@@ -622,7 +628,8 @@ impl Sim {
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
             let vc = &mut self.vcpus[v as usize];
-            if vc.access_latency > 0 && !matches!(req, Req::Compute(..) | Req::Note(_)) {
+            // Computing and PAUSEs overlap a pending memory latency; everything else waits for it.
+            if vc.access_latency > 0 && !matches!(req, Req::Compute(..) | Req::Note(_) | Req::Relax) {
                 vc.act = Act::Delayed { req, remaining: std::mem::take(&mut vc.access_latency) };
                 break;
             }
@@ -671,6 +678,16 @@ impl Sim {
                     return true;
                 }
                 self.vcpus[v as usize].act = Act::Spin { word: w, until, pauses_left: max_pauses, stale: false };
+                self.watchers[w.0 as usize].push(v);
+                false
+            }
+            Req::Relax => {
+                // A PAUSE reads no memory: it spins on the vCPU's private word, which nothing else
+                // writes, under a condition no word meets (no word has 1 under the mask 0).
+                let w = self.vcpus[v as usize].relax_word;
+                let vc = &mut self.vcpus[v as usize];
+                vc.last_read = (w, self.mem.version(w));
+                vc.act = Act::Spin { word: w, until: vspin_locks::Until::masked_eq(0, 1), pauses_left: 1, stale: false };
                 self.watchers[w.0 as usize].push(v);
                 false
             }
