@@ -493,6 +493,10 @@ impl Scenario {
             if let (Some(at), Some(range)) = (msg.find("expected a whole number").or_else(|| msg.find("expected u")), whole_number_range(&path)) {
                 msg = format!("{}expected a whole number, allowed {range}", &msg[..at]);
             }
+            if msg.contains("expected a table") && !path.is_empty() {
+                let hint = format!("expected a table (to set one of its keys, name it: {path}.<key>; keys in docs/scenario.md)");
+                msg = msg.replacen("expected a table", &hint, 1);
+            }
             if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
                 path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
             }
