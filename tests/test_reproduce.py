@@ -3,6 +3,7 @@
 import json
 import math
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -132,6 +133,20 @@ def test_runner_keeps_input_order_and_reports_progress(capsys):
     assert names == ["toy-3", "toy-1", "toy-2"]
     assert single.to_json() == Runner(workers=1).run(scenarios[0]).to_json()
     assert "order: 3/3 runs" in capsys.readouterr().err
+
+
+def test_a_reproduction_with_a_store_reuses_its_runs(toys, tmp_path, monkeypatch):
+    store = tmp_path / "runs.duckdb"
+    first = reproduce("toy", "quick", tmp_path / "a", workers=2, store=store)
+    with duckdb.connect(str(store)) as db:
+        assert db.sql("SELECT count(*) FROM runs").fetchone()[0] == len(VCPUS)
+
+    def no_runs(item):
+        raise AssertionError("a stored run was run again")
+
+    monkeypatch.setattr("vspin.reproduce.runner.run_canonical", no_runs)
+    assert reproduce("toy", "quick", tmp_path / "b", workers=1, store=store) == first
+    assert (tmp_path / "a" / "toy" / "results.json").read_text() == (tmp_path / "b" / "toy" / "results.json").read_text()
 
 
 def test_values_are_normalised_and_mistakes_named():

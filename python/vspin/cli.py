@@ -185,7 +185,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from vspin.reproduce import UnknownExperimentError, reproduce
 
     try:
-        docs = reproduce(args.name, "quick" if args.quick else "full", args.out, args.workers)
+        docs = reproduce(args.name, "quick" if args.quick else "full", args.out, args.workers, store=args.store)
     except UnknownExperimentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -329,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out", help="report directory (default: out)")
     p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
     p.add_argument("--strict", action="store_true", help="exit with status 1 if any check fails")
+    p.add_argument("--store", metavar="FILE.duckdb",
+                   help="keep every run in this DuckDB file as it finishes and reuse the runs already there "
+                        "(an interrupted reproduction resumes; the runs can be queried, see vspin sweep)")
     p.set_defaults(func=_cmd_reproduce)
     return parser
 

@@ -84,7 +84,8 @@ def engine() -> str:
     return _engine_hash
 
 
-def _canonical(scenario: dict) -> str:
+def canonical(scenario: dict) -> str:
+    """A scenario as the one JSON text that identifies it in a store."""
     return json.dumps(scenario, sort_keys=True, separators=(",", ":"))
 
 
@@ -92,7 +93,7 @@ def _key(canonical: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def _run_canonical(item: tuple[int, str]) -> tuple[int, str, str]:
+def run_canonical(item: tuple[int, str]) -> tuple[int, str, str]:
     """Run one scenario where the executor put it; returns the engine that ran it, too."""
     index, text = item
     return index, engine(), _core.run_json(text)
@@ -134,23 +135,21 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
             data = validate(scenario, {**(settings or {}), **point})
         except ScenarioError as e:
             raise ScenarioError(f"point {_describe(point)}: {e}") from None
-        texts.append(_canonical(data))
+        texts.append(canonical(data))
 
-    db = _open_store(store) if store is not None else None
+    db = Store(store) if store is not None else None
     try:
         raw: dict[int, str] = {}
         if db is not None:
             for i, text in enumerate(texts):
-                row = db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
-                if row is not None:
-                    raw[i] = row[0]
+                if (found := db.get(text)) is not None:
+                    raw[i] = found
         todo = [(i, text) for i, text in enumerate(texts) if i not in raw]
         reused = len(raw)
         for done, (i, ran_on, result) in enumerate(_execute(todo, workers, executor), 1):
             raw[i] = result
             if db is not None:
-                db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
-                           [_key(texts[i]), ran_on, texts[i], result])
+                db.put(texts[i], ran_on, result)
             if verbose or sys.stderr.isatty():
                 end = "\n" if done == len(todo) else ""
                 print(f"\rsweep: {done}/{len(todo)} runs ({reused} from the store)", end=end, file=sys.stderr, flush=True)
@@ -169,15 +168,31 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
     return df
 
 
-def _open_store(path: str | os.PathLike):
-    import duckdb
+class Store:
+    """A DuckDB file of runs (the module docs give its tables): look a scenario up by its
+    canonical JSON, keep a run the moment it finishes. Also what ``vspin reproduce --store``
+    writes to."""
 
-    try:
-        db = duckdb.connect(str(path))
-    except duckdb.Error as e:
-        raise ScenarioError(f"store {path}: cannot open it as a DuckDB database: {e}") from None
-    db.execute(_SCHEMA)
-    return db
+    def __init__(self, path: str | os.PathLike):
+        import duckdb
+
+        try:
+            self._db = duckdb.connect(str(path))
+        except duckdb.Error as e:
+            raise ScenarioError(f"store {path}: cannot open it as a DuckDB database: {e}") from None
+        self._db.execute(_SCHEMA)
+
+    def get(self, canonical: str) -> str | None:
+        """The stored result JSON of this scenario from this process's engine, if any."""
+        row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(canonical), engine()]).fetchone()
+        return None if row is None else row[0]
+
+    def put(self, canonical: str, ran_on: str, result: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
+                         [_key(canonical), ran_on, canonical, result])
+
+    def close(self) -> None:
+        self._db.close()
 
 
 def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) -> Iterator[tuple[int, str, str]]:
@@ -189,10 +204,10 @@ def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) ->
         return
     workers = min(workers or os.cpu_count() or 1, len(todo))
     if workers == 1:
-        yield from map(_run_canonical, todo)
+        yield from map(run_canonical, todo)
         return
     with multiprocessing.Pool(workers) as pool:
-        yield from pool.imap_unordered(_run_canonical, todo)
+        yield from pool.imap_unordered(run_canonical, todo)
 
 
 def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[int, str, str]]:
@@ -210,7 +225,7 @@ def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[
     if not isinstance(client, Client):
         raise ScenarioError(f"executor: expected a distributed.Client or a scheduler address like 'tcp://host:8786', got {executor!r}")
     try:
-        futures = client.map(_run_canonical, todo, pure=False)
+        futures = client.map(run_canonical, todo, pure=False)
         for future in as_completed(futures):
             yield future.result()
     finally:

@@ -12,14 +12,16 @@ from vspin.reproduce.registry import EXPERIMENTS, load_experiments, select
 from vspin.reproduce.runner import Runner
 
 
-def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verbose: bool = False) -> dict:
+def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verbose: bool = False,
+              store: Path | None = None) -> dict:
     """Run experiment ``name`` (or every one, for ``"all"``) at ``scale`` ("quick" or "full").
 
     Writes ``out/<name>/results.json``, ``<figure>.png`` and ``index.html`` per experiment, and
     ``out/index.html`` linking them for "all". Returns each experiment's results document (the
     content of its results.json) by name. The wall time of each experiment goes to standard
-    error only, so the files stay identical from run to run. Raises UnknownExperimentError for
-    a name nobody registered.
+    error only, so the files stay identical from run to run. With ``store`` (a DuckDB file),
+    runs already there are reused and new ones kept (see ``Runner``). Raises
+    UnknownExperimentError for a name nobody registered.
     """
     if scale not in SCALES:
         raise ValueError(f"scale {scale!r}, expected one of {', '.join(SCALES)}")
@@ -30,7 +32,7 @@ def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verb
     for experiment_name in names:
         experiment = EXPERIMENTS[experiment_name]
         started = time.perf_counter()
-        with Runner(workers, label=experiment_name, verbose=verbose) as runner:
+        with Runner(workers, label=experiment_name, verbose=verbose, store=store) as runner:
             figures, checks = experiment.run(scale, runner)
         _check_output(experiment, figures, checks)
         docs[experiment_name] = report.write(experiment, scale, figures, checks, out / experiment_name)

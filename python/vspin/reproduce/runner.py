@@ -8,17 +8,14 @@ workers.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
 
 from vspin.result import Result
-from vspin.scenario import run, validate
-
-
-def _run_indexed(item: tuple[int, dict]) -> tuple[int, Result]:
-    index, scenario = item
-    return index, run(scenario)
+from vspin.scenario import validate
+from vspin.sweeps import Store, canonical, run_canonical
 
 
 class Runner:
@@ -28,15 +25,20 @@ class Runner:
     debug). The pool is started on first use and kept until ``close`` (or the end of a ``with``
     block), as an experiment usually calls ``run_many`` several times. A progress line
     ("label: 12/40 runs") goes to standard error when it is a terminal or when ``verbose``.
+    With ``store`` (a DuckDB file, as ``vspin.sweep`` keeps), runs found there are not run
+    again and every new run is written to it as it finishes, so an interrupted reproduction
+    resumes where it stopped and its runs can be queried.
     """
 
-    def __init__(self, workers: int | None = None, label: str = "vspin", verbose: bool = False):
+    def __init__(self, workers: int | None = None, label: str = "vspin", verbose: bool = False,
+                 store: str | os.PathLike | None = None):
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, got {self.workers}")
         self.label = label
         self.verbose = verbose
         self._pool = None
+        self._store = Store(store) if store is not None else None
 
     def __enter__(self) -> Runner:
         return self
@@ -47,11 +49,14 @@ class Runner:
         self.close()
 
     def close(self) -> None:
-        """Stop the worker processes; a later run_many starts new ones."""
+        """Stop the worker processes (a later run_many starts new ones) and close the store."""
         if self._pool is not None:
             self._pool.close()
             self._pool.join()
             self._pool = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def run(self, scenario: dict) -> Result:
         """Run one scenario."""
@@ -63,19 +68,26 @@ class Runner:
         All scenarios are validated first, so a bad one fails at once rather than after the
         runs before it.
         """
-        for scenario in scenarios:
-            validate(scenario)
-        results: list[Result | None] = [None] * len(scenarios)
-        if self.workers == 1:
-            finished = map(_run_indexed, enumerate(scenarios))
+        data = [validate(scenario) for scenario in scenarios]
+        texts = [canonical(d) for d in data]
+        raw: dict[int, str] = {}
+        if self._store is not None:
+            for i, text in enumerate(texts):
+                if (found := self._store.get(text)) is not None:
+                    raw[i] = found
+        todo = [(i, text) for i, text in enumerate(texts) if i not in raw]
+        if self.workers == 1 or not todo:
+            finished = map(run_canonical, todo)
         else:
             if self._pool is None:
                 self._pool = multiprocessing.Pool(self.workers)
-            finished = self._pool.imap_unordered(_run_indexed, enumerate(scenarios))
-        for done, (index, result) in enumerate(finished, 1):
-            results[index] = result
-            self._progress(done, len(scenarios))
-        return results
+            finished = self._pool.imap_unordered(run_canonical, todo)
+        for done, (index, engine, result) in enumerate(finished, 1):
+            raw[index] = result
+            if self._store is not None:
+                self._store.put(texts[index], engine, result)
+            self._progress(done, len(todo))
+        return [Result(json.loads(raw[i]), data[i]) for i in range(len(scenarios))]
 
     def _progress(self, done: int, total: int) -> None:
         tty = sys.stderr.isatty()
