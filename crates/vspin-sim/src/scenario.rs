@@ -394,7 +394,9 @@ pub enum LockKind {
 #[serde(untagged, expecting = "\"1:1\" (vCPU i on pCPU i), \"none\" (any pCPU), or a list of pCPU indices, one per vCPU")]
 pub enum Pinning {
     Named(String),
-    List(Vec<u32>),
+    /// One pCPU index per vCPU. Signed, so that a negative entry reaches validation, which names
+    /// it, instead of failing the whole list's parse.
+    List(Vec<i64>),
 }
 
 impl Default for Pinning {
@@ -646,8 +648,8 @@ impl Scenario {
                 if l.len() != vm.vcpus as usize {
                     return Err(err(field, format!("lists {} pCPUs for {} vCPUs; give exactly one per vCPU", l.len(), vm.vcpus)));
                 }
-                if let Some(bad) = l.iter().find(|&&p| p >= n) {
-                    return Err(err(field, format!("pCPU {bad} does not exist; allowed 0..={}", n - 1)));
+                if let Some((i, bad)) = l.iter().enumerate().find(|&(_, &p)| !(0..n as i64).contains(&p)) {
+                    return Err(err(format!("{field}[{i}]"), format!("pCPU {bad} does not exist; allowed 0..={}", n - 1)));
                 }
                 Ok(())
             }

@@ -242,7 +242,7 @@ impl Sim {
             sim.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id as u32, fifo)));
             for i in 0..vm.vcpus {
                 let affinity = match &vm.pin {
-                    Pinning::List(l) => Affinity::Pinned(l[i as usize]),
+                    Pinning::List(l) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
                     Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
                     Pinning::Named(_) => Affinity::Any,
                 };
