@@ -27,6 +27,17 @@ def _window(text: str) -> tuple[float, float]:
     return window
 
 
+def _output_file(text: str) -> str:
+    """A file to write once the work is done: its directory must exist now, so that a long run
+    is not lost to a mistyped path at the end."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text}: the directory {folder} does not exist")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
+    return text
+
+
 TIMELINE_WINDOW_MS = (0.0, 100.0)
 
 
@@ -238,10 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
     p.add_argument("--duration-ms", type=float, help="override the scenario's duration")
-    p.add_argument("--out", help="write to this file instead of standard output")
+    p.add_argument("--out", type=_output_file, help="write to this file instead of standard output")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                    help="override any key, e.g. --set vm.*.lock=tas --set hypervisor.ple.policy=off")
-    p.add_argument("--timeline", metavar="PATH", help="write what every vCPU did as Chrome trace JSON (Perfetto)")
+    p.add_argument("--timeline", type=_output_file, metavar="PATH", help="write what every vCPU did as Chrome trace JSON (Perfetto)")
     p.add_argument("--timeline-ms", type=_window, metavar="FROM:TO",
                    help="the window --timeline covers, in simulated ms (default 0:100)")
     p.set_defaults(func=_cmd_run)
@@ -258,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="run on a Dask cluster instead, e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
-    p.add_argument("--csv", metavar="FILE", help="also write the table, one row per point and VM, every metric")
+    p.add_argument("--csv", type=_output_file, metavar="FILE", help="also write the table, one row per point and VM, every metric")
     p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser("validate", help="check scenario files without running them")
@@ -285,8 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pin", default="none", metavar="PLACEMENT",
                    help="none (default: the OS scheduler places and migrates the threads) or round-robin "
                         "(thread i pinned to the i-th CPU)")
-    p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
-    p.add_argument("--plot", metavar="FILE.png", help="draw throughput against threads (log y)")
+    p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--plot", type=_output_file, metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
 
     p = sub.add_parser("validate-locks",
@@ -320,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulation seeds per point; the prediction is their median (default 20; with "
                         "--measured: the report's)")
     p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")
-    p.add_argument("--json", required=True, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
     p.set_defaults(func=_cmd_validate_locks)
 
     p = sub.add_parser("reproduce", help="reproduce a seed paper's experiments into a report")
