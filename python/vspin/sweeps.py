@@ -31,7 +31,10 @@ One process may write a store at a time (DuckDB's file lock). Tables, for SQL::
     vms(key, engine, scenario, seed, vm, lock, workload, throughput_per_s, metrics JSON)
                                                                -- a view: one row per VM
 
-``duckdb.connect("runs.duckdb").sql("SELECT lock, avg(throughput_per_s) FROM vms GROUP BY lock")``.
+For example (keep the connection in a variable while you use a result: a relation needs it)::
+
+    db = duckdb.connect("runs.duckdb")
+    db.sql("SELECT lock, count(*), avg(throughput_per_s) FROM vms GROUP BY lock").show()
 
 The returned DataFrame has one row per point and VM: the grid's paths as columns (in grid
 order), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
