@@ -6,6 +6,7 @@
 //! `docs/calibration.md`.
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::ops::RangeInclusive;
 
 /// A scenario error: the field path and what is wrong with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -492,7 +493,7 @@ impl Scenario {
             let path = e.path().to_string();
             let mut path = if path == "." { String::new() } else { path };
             let mut msg = plain_message(&e.into_inner().to_string());
-            if let (Some(at), Some(range)) = (msg.find("expected a whole number").or_else(|| msg.find("expected u")), whole_number_range(&path)) {
+            if let (Some(at), Some(range)) = (msg.find("expected a whole number"), whole_number_range(&path)) {
                 msg = format!("{}expected a whole number, allowed {range}", &msg[..at]);
             }
             if msg.contains("expected a table") && !path.is_empty() {
@@ -521,8 +522,8 @@ impl Scenario {
         }
         let h = &self.host;
         for (f, v) in [("sockets", h.sockets), ("cores_per_socket", h.cores_per_socket), ("threads_per_core", h.threads_per_core)] {
-            if v == 0 || v > 256 {
-                return Err(err(format!("host.{f}"), format!("{v} is out of range; allowed 1..=256")));
+            if !TOPOLOGY_COUNT.contains(&v) {
+                return Err(err(format!("host.{f}"), format!("{v} is out of range; allowed {TOPOLOGY_COUNT:?}")));
             }
         }
         let threads = h.sockets as u64 * h.cores_per_socket as u64 * h.threads_per_core as u64;
@@ -561,8 +562,8 @@ impl Scenario {
             time("host.interruptions.interval_us", i.interval_us, 1e3, positive)?;
             time("host.interruptions.burst_us", i.burst_us, 1e3, positive)?;
         }
-        if !(10..=10_000).contains(&h.hz) {
-            return Err(err("host.hz", format!("{} is out of range; allowed 10..=10000", h.hz)));
+        if !TICK_HZ.contains(&h.hz) {
+            return Err(err("host.hz", format!("{} is out of range; allowed {TICK_HZ:?}", h.hz)));
         }
         let c = &h.costs;
         for (f, v) in [
@@ -609,11 +610,11 @@ impl Scenario {
             if vm.name.is_empty() || !names.insert(vm.name.as_str()) {
                 return Err(err(at("name"), format!("{:?} must be non-empty and unique among VMs", vm.name)));
             }
-            if vm.vcpus == 0 || vm.vcpus > 256 {
-                return Err(err(at("vcpus"), format!("{} is out of range; allowed 1..=256", vm.vcpus)));
+            if !TOPOLOGY_COUNT.contains(&vm.vcpus) {
+                return Err(err(at("vcpus"), format!("{} is out of range; allowed {TOPOLOGY_COUNT:?}", vm.vcpus)));
             }
-            if !(10..=10_000).contains(&vm.guest_hz) {
-                return Err(err(at("guest_hz"), format!("{} is out of range; allowed 10..=10000", vm.guest_hz)));
+            if !TICK_HZ.contains(&vm.guest_hz) {
+                return Err(err(at("guest_hz"), format!("{} is out of range; allowed {TICK_HZ:?}", vm.guest_hz)));
             }
             if vm.work_units == Some(0) {
                 return Err(err(at("work_units"), "must be at least 1 (or absent to run for the duration)"));
@@ -622,8 +623,8 @@ impl Scenario {
                 if !matches!(vm.lock, LockKind::PreemptableTicket | LockKind::PvPreemptableTicket) {
                     return Err(err(at("timeout_unit_pauses"), format!("applies only to lock = \"preemptable-ticket\" or \"pv-preemptable-ticket\", not {:?}", vm.lock.name())));
                 }
-                if !(1..=1 << 30).contains(&t) {
-                    return Err(err(at("timeout_unit_pauses"), format!("{t} is out of range; allowed 1..=1073741824")));
+                if !TIMEOUT_UNIT_PAUSES.contains(&t) {
+                    return Err(err(at("timeout_unit_pauses"), format!("{t} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
                 }
             }
             self.validate_pin(vm, &at("pin"))?;
@@ -680,13 +681,13 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
         non_negative(&f("zipf_s"), s)?;
     }
     if let Some(n) = w.locks {
-        if !(1..=MAX_LOCKS).contains(&n) {
-            return Err(err(f("locks"), format!("{n} is out of range; allowed 1..={MAX_LOCKS}")));
+        if !LOCKS.contains(&n) {
+            return Err(err(f("locks"), format!("{n} is out of range; allowed {LOCKS:?}")));
         }
     }
     if let Some(t) = w.threads_per_vcpu {
-        if !(1..=4096).contains(&t) {
-            return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed 1..=4096")));
+        if !THREADS_PER_VCPU.contains(&t) {
+            return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed {THREADS_PER_VCPU:?}")));
         }
     }
     if let Some(t) = w.shootdown_targets {
@@ -704,21 +705,30 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
 /// host (256 threads), far past any over-commit the seeds study, and a bound on the run's memory.
 const MAX_VCPUS: u64 = 4096;
 
-/// The most locks a workload may spread its acquisitions over. Each lock is a simulated word and
-/// an entry of the Zipf popularity table; beyond 2^16 locks the hottest ones' share no longer
-/// changes what contention looks like, and an unbounded count could exhaust the host's memory.
-const MAX_LOCKS: u32 = 1 << 16;
+// The ranges of the whole-number fields narrower than their type, which `validate` enforces and
+// `whole_number_range` quotes for a value of the wrong type or sign.
+/// Sockets, cores per socket, threads per core, and a VM's vCPUs.
+const TOPOLOGY_COUNT: RangeInclusive<u32> = 1..=256;
+/// Guest threads per vCPU.
+const THREADS_PER_VCPU: RangeInclusive<u32> = 1..=4096;
+/// The locks a workload spreads its acquisitions over. Each lock is a simulated word and an entry
+/// of the Zipf popularity table; beyond 2^16 locks the hottest ones' share no longer changes what
+/// contention looks like, and an unbounded count could exhaust the host's memory.
+const LOCKS: RangeInclusive<u32> = 1..=1 << 16;
+/// `t` of the preemptable ticket locks, in PAUSEs.
+const TIMEOUT_UNIT_PAUSES: RangeInclusive<u64> = 1..=1 << 30;
+/// The host's and a guest's timer tick (`CONFIG_HZ`).
+const TICK_HZ: RangeInclusive<u32> = 10..=10_000;
 
-/// The allowed values of the whole-number fields whose range is narrower than their type's, so
-/// that a value of the wrong type or sign is answered with the range `validate` enforces rather
-/// than the type's.
+/// The allowed values of a whole-number field whose range is narrower than its type's, so that
+/// a value of the wrong type or sign is answered with the range `validate` enforces.
 fn whole_number_range(path: &str) -> Option<String> {
     Some(match path.rsplit('.').next()? {
-        "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => "1..=256".into(),
-        "threads_per_vcpu" => "1..=4096".into(),
-        "locks" => format!("1..={MAX_LOCKS}"),
-        "timeout_unit_pauses" => "1..=1073741824".into(),
-        "guest_hz" => "10..=10000".into(),
+        "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => format!("{TOPOLOGY_COUNT:?}"),
+        "threads_per_vcpu" => format!("{THREADS_PER_VCPU:?}"),
+        "locks" => format!("{LOCKS:?}"),
+        "timeout_unit_pauses" => format!("{TIMEOUT_UNIT_PAUSES:?}"),
+        "guest_hz" => format!("{TICK_HZ:?}"),
         "seed" => format!("0..={}", u64::MAX),
         _ => return None,
     })

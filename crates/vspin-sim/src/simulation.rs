@@ -114,6 +114,9 @@ pub struct Sim {
     guests: Vec<GuestFuture>,
     /// Spinning vCPUs per word.
     watchers: Vec<Vec<u32>>,
+    /// The first of the vCPUs' private words, one per vCPU in vCPU order, on which a lone PAUSE
+    /// ([`Req::Relax`]) spins: nothing else touches them.
+    first_relax_word: u32,
     spare_watchers: Vec<u32>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
@@ -223,6 +226,7 @@ impl Sim {
             locks: Vec::new(),
             guests: Vec::new(),
             watchers: Vec::new(),
+            first_relax_word: 0,
             spare_watchers: Vec::new(),
             violations: Vec::new(),
             timeline: None,
@@ -297,8 +301,9 @@ impl Sim {
         }
         // After all other words, so that adding them moved no lock's address (the PV qspinlock
         // hashes addresses).
-        for vc in &mut sim.vcpus {
-            vc.relax_word = mem.word(0);
+        sim.first_relax_word = mem.len() as u32;
+        for _ in &sim.vcpus {
+            mem.word(0);
         }
         sim.watchers = vec![Vec::new(); mem.len()];
         sim.mem = mem;
@@ -355,7 +360,6 @@ impl Sim {
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
-            relax_word: SimWord(u32::MAX), // allocated after every guest-visible word (`new`)
             waiting: None,
             held: None,
             releasing: None,
@@ -684,7 +688,7 @@ impl Sim {
             Req::Relax => {
                 // A PAUSE reads no memory: it spins on the vCPU's private word, which nothing else
                 // writes, under a condition no word meets (no word has 1 under the mask 0).
-                let w = self.vcpus[v as usize].relax_word;
+                let w = SimWord(self.first_relax_word + v);
                 let vc = &mut self.vcpus[v as usize];
                 vc.last_read = (w, self.mem.version(w));
                 vc.act = Act::Spin { word: w, until: vspin_locks::Until::masked_eq(0, 1), pauses_left: 1, stale: false };

@@ -128,8 +128,6 @@ pub(crate) struct Vcpu {
     pub computing_in_kernel: bool,
     pub pending_ipis: Vec<u32>,
     pub call_function_word: SimWord,
-    /// A word only this vCPU touches, on which a lone PAUSE ([`Req::Relax`](crate::guest::Req)) spins.
-    pub relax_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
     pub held: Option<u32>,
