@@ -58,7 +58,7 @@ import pandas as pd
 
 from vspin import _core
 from vspin.result import Result
-from vspin.scenario import Scenario, ScenarioError, validate
+from vspin.scenario import Scenario, ScenarioError, load_scenario, validate
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -132,21 +132,18 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
     if workers is not None and executor is not None:
         raise ScenarioError("workers and executor: give one of them (a Dask cluster has its own workers)")
     grid_points = points(grid)
+    base = load_scenario(scenario, settings)
     texts = []
     for point in grid_points:
         try:
-            data = validate(scenario, {**(settings or {}), **point})
+            data = validate(base, point)
         except ScenarioError as e:
             raise ScenarioError(f"point {_describe(point)}: {e}") from None
         texts.append(canonical(data))
 
     db = Store(store) if store is not None else None
     try:
-        raw: dict[int, str] = {}
-        if db is not None:
-            for i, text in enumerate(texts):
-                if (found := db.get(text)) is not None:
-                    raw[i] = found
+        raw = db.found(texts) if db is not None else {}
         todo = [(i, text) for i, text in enumerate(texts) if i not in raw]
         reused = len(raw)
         for done, (i, ran_on, result) in enumerate(_execute(todo, workers, executor), 1):
@@ -185,10 +182,14 @@ class Store:
             raise ScenarioError(f"store {path}: cannot open it as a DuckDB database: {e}") from None
         self._db.execute(_SCHEMA)
 
-    def get(self, canonical: str) -> str | None:
-        """The stored result JSON of this scenario from this process's engine, if any."""
-        row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(canonical), engine()]).fetchone()
-        return None if row is None else row[0]
+    def found(self, canonicals: list[str]) -> dict[int, str]:
+        """The stored result JSON, by index, of those scenarios run by this process's engine."""
+        found = {}
+        for i, text in enumerate(canonicals):
+            row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
+            if row is not None:
+                found[i] = row[0]
+        return found
 
     def put(self, canonical: str, ran_on: str, result: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",

@@ -70,11 +70,7 @@ class Runner:
         """
         data = [validate(scenario) for scenario in scenarios]
         texts = [canonical(d) for d in data]
-        raw: dict[int, str] = {}
-        if self._store is not None:
-            for i, text in enumerate(texts):
-                if (found := self._store.get(text)) is not None:
-                    raw[i] = found
+        raw = self._store.found(texts) if self._store is not None else {}
         todo = [(i, text) for i, text in enumerate(texts) if i not in raw]
         if self.workers == 1 or not todo:
             finished = map(run_canonical, todo)
