@@ -12,6 +12,22 @@ def test_run_returns_metrics_and_dataframes(small):
     assert r.totals["acquisitions"] == r.vms["acquisitions"].sum() > 0
 
 
+def test_lock_waits_count_every_acquisition_once(small):
+    r = vspin.run(small)
+    waits = r.lock_waits
+    assert list(waits.columns) == ["vm", "from_ns", "to_ns", "acquisitions", "wait_ns"]
+    per_vm = waits.groupby("vm")["acquisitions"].sum()
+    assert per_vm.to_dict() == dict(zip(r.vms["name"], r.vms["acquisitions"]))
+    assert ((waits["from_ns"] <= waits["wait_ns"] / waits["acquisitions"]) & (waits["wait_ns"] / waits["acquisitions"] < waits["to_ns"])).all()
+    assert "lock_waits" not in r.vms.columns
+
+
+def test_summary_reports_how_long_acquisitions_waited(small):
+    text = vspin.run(small).summary()
+    assert "lock waits, from lock() to acquisition" in text
+    assert "median" in text and "half the waiting in waits of" in text
+
+
 def test_every_vcpu_nanosecond_is_accounted_for(small):
     r = vspin.run(small)
     time_cols = [c for c in r.vcpus.columns if c.startswith("time_")]

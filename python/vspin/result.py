@@ -10,7 +10,7 @@ TIME_KINDS = ("useful", "spin", "exit", "halted", "waiting", "finished")
 
 
 def _flatten(row: dict) -> dict:
-    flat = {k: v for k, v in row.items() if k not in ("time", "counters")}
+    flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits")}
     flat.update({f"time_{k}": v for k, v in row["time"].items()})
     flat.update(row["counters"])
     return flat
@@ -34,6 +34,14 @@ class Result:
     def vcpus(self) -> pd.DataFrame:
         """One row per vCPU: work done, final PLE window, time breakdown (ns) and counters."""
         return pd.DataFrame([_flatten(v) for v in self.raw["vcpus"]])
+
+    @property
+    def lock_waits(self) -> pd.DataFrame:
+        """One row per VM and wait bucket: acquisitions whose wait from ``lock()`` to acquisition
+        fell in ``from_ns <= wait < to_ns`` (power-of-two buckets; 0 ns is an uncontended
+        acquisition), and the waiting time they add up to. Empty buckets are left out."""
+        rows = [{"vm": vm["name"], **b} for vm in self.raw["vms"] for b in vm["lock_waits"]]
+        return pd.DataFrame(rows, columns=["vm", "from_ns", "to_ns", "acquisitions", "wait_ns"])
 
     @property
     def totals(self) -> dict:
@@ -73,7 +81,45 @@ class Result:
         for group in (counters[:6], counters[6:]):
             lines += _table(["VM", *(c.replace("_", " ") for c in group)],
                             [[vm["name"], *(f"{vm['counters'][c]:,}" for c in group)] for vm in r["vms"]])
+        waited = [vm for vm in r["vms"] if vm["lock_waits"]]
+        if waited:
+            lines += ["", "lock waits, from lock() to acquisition (power-of-two buckets):"]
+            lines += _table(["VM", "waited", "median", "99th percentile", "half the waiting in waits of"],
+                            [[vm["name"], *_wait_summary(vm["lock_waits"])] for vm in waited])
         return "\n".join(lines)
+
+
+def wait_quantile(buckets: list[dict], q: float, weight: str = "acquisitions") -> dict:
+    """The bucket of ``lock_waits`` at quantile ``q`` of the acquisitions (or, with
+    ``weight="wait_ns"``, of the waiting time: the wait lengths that waiting time is spent in)."""
+    total = sum(b[weight] for b in buckets)
+    seen = 0
+    for b in buckets:
+        seen += b[weight]
+        if seen >= q * total:
+            return b
+    return buckets[-1]
+
+
+def _wait_summary(buckets: list[dict]) -> list[str]:
+    def bound(b: dict) -> str:
+        return "0 ns" if b["to_ns"] == 1 else f"< {_duration(b['to_ns'])}"
+    n = sum(b["acquisitions"] for b in buckets)
+    contended = n - sum(b["acquisitions"] for b in buckets if b["to_ns"] == 1)
+    cells = [f"{100 * contended / n:.1f}%", bound(wait_quantile(buckets, 0.5)), bound(wait_quantile(buckets, 0.99))]
+    if any(b["wait_ns"] for b in buckets):
+        half = wait_quantile(buckets, 0.5, "wait_ns")
+        cells.append(f"{_duration(half['from_ns'])} - {_duration(half['to_ns'])}")
+    else:
+        cells.append("-")
+    return cells
+
+
+def _duration(ns: int) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns} ns"
 
 
 def _table(header: list[str], rows: list[list[str]], left: int = 1, rule: bool = False) -> list[str]:

@@ -64,6 +64,7 @@ impl Sim {
 
     pub(crate) fn lock_begin(&mut self, v: u32, l: u32) {
         self.vcpus[v as usize].waiting = Some(l);
+        self.vcpus[v as usize].wait_began = self.now;
         let lock = &mut self.locks[l as usize];
         lock.waiters.push_back(v);
         if lock.holder_preempted && !lock.lhp_counted {
@@ -107,6 +108,8 @@ impl Sim {
         vc.waiting = None;
         vc.held = Some(l);
         vc.counters.acquisitions += 1;
+        let (vm, waited) = (vc.vm, self.now - vc.wait_began);
+        self.vms[vm as usize].lock_waits.record(waited);
     }
 
     pub(crate) fn lock_release(&mut self, v: u32, l: u32) {

@@ -10,7 +10,7 @@ use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
 use crate::interruptions::HostInterruptions;
 use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
-use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult};
+use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
 use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
 use crate::timeline::Timeline;
@@ -88,6 +88,8 @@ pub(crate) struct Vm {
     pub work_units: u64,
     pub completed_at: Option<Time>,
     pub last_boosted: i64,
+    /// How long this VM's lock acquisitions waited (`metrics`, `lock_waits`).
+    pub lock_waits: WaitHistogram,
     /// The host's background threads (`scenario::Background`), not a guest: left out of results.
     pub host_threads: bool,
 }
@@ -271,6 +273,7 @@ impl Sim {
                 work_units: 0,
                 completed_at: None,
                 last_boosted: 0,
+                lock_waits: WaitHistogram::default(),
                 host_threads: false,
             });
         }
@@ -296,6 +299,7 @@ impl Sim {
                 work_units: 0,
                 completed_at: None,
                 last_boosted: 0,
+                lock_waits: WaitHistogram::default(),
                 host_threads: true,
             });
         }
@@ -363,6 +367,7 @@ impl Sim {
             waiting: None,
             held: None,
             releasing: None,
+            wait_began: 0,
             time: TimeBreakdown::default(),
             counters: Counters::default(),
             work_units: 0,
@@ -1254,6 +1259,7 @@ impl Sim {
                 completion_ms: vm.completed_at.map(|t| t as f64 / 1e6),
                 time,
                 counters,
+                lock_waits: vm.lock_waits.buckets(),
             });
         }
         RunResult {

@@ -130,6 +130,8 @@ pub(crate) struct Vcpu {
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
+    /// When the guest called `lock()` for the lock in `waiting`.
+    pub wait_began: Time,
     pub held: Option<u32>,
     pub releasing: Option<u32>,
     // results

@@ -70,5 +70,12 @@ proptest! {
             prop_assert_eq!(v.time.total(), simulated, "vCPU {} of {}: {:?}\n{}", v.vcpu, v.vm, v.time, text);
         }
         prop_assert!(r.totals.acquisitions > 0 || r.vms.iter().all(|v| v.work_units == 0), "{}", text);
+        for vm in &r.vms {
+            // Every acquisition's wait is counted once, and a vCPU waits for one lock at a time.
+            let counted: u64 = vm.lock_waits.iter().map(|b| b.acquisitions).sum();
+            let waited: u64 = vm.lock_waits.iter().map(|b| b.wait_ns).sum();
+            prop_assert_eq!(counted, vm.counters.acquisitions, "VM {}\n{}", vm.name, text);
+            prop_assert!(waited <= u64::from(vm.vcpus) * simulated, "VM {} waited {} ns\n{}", vm.name, waited, text);
+        }
     }
 }

@@ -28,6 +28,21 @@ fn overcommitted_ticket_lock_collapses_from_lock_waiter_preemption() {
 }
 
 #[test]
+fn a_lone_vcpu_never_waits_and_an_overcommitted_ticket_lock_waits_for_whole_time_slices() {
+    let alone = run(&host(1, 1, 1, "ticket", "off", 1, 50));
+    let waits = &alone.vms[0].lock_waits;
+    assert_eq!(waits.len(), 1, "every acquisition uncontended: {waits:?}");
+    assert_eq!((waits[0].from_ns, waits[0].acquisitions), (0, alone.vms[0].counters.acquisitions));
+    // Two VMs on the same pCPUs, PLE off: a waiter queued behind a preempted vCPU waits for the
+    // host to run it again, so most of the waiting is in waits of a millisecond or more.
+    let r = run(&host(8, 2, 8, "ticket", "off", 1, 1000));
+    let waits = &r.vms[0].lock_waits;
+    let total: u64 = waits.iter().map(|b| b.wait_ns).sum();
+    let long: u64 = waits.iter().filter(|b| b.from_ns >= 1 << 20).map(|b| b.wait_ns).sum();
+    assert!(long * 2 > total, "waits of 1 ms or more hold {long} of {total} ns: {waits:?}");
+}
+
+#[test]
 fn tas_never_suffers_lock_waiter_preemption() {
     let r = run(&host(8, 2, 8, "tas", "off", 1, 300));
     assert_eq!(r.totals.lwp_events, 0);
