@@ -12,8 +12,8 @@ def test_pticket_quick_report_is_complete_and_deterministic(tmp_path):
     first = reproduce("pticket", "quick", tmp_path / "a", workers=2)["pticket"]
     again = reproduce("pticket", "quick", tmp_path / "b", workers=1)["pticket"]
     assert first == again
-    assert [f["id"] for f in first["figures"]] == ["table2", "hackbench", "dvdstore", "ebizzy", "t_sensitivity", "summary"]
-    assert len(first["checks"]) == 16
+    assert [f["id"] for f in first["figures"]] == ["table2", "hackbench", "dvdstore", "waits", "ebizzy", "t_sensitivity", "summary"]
+    assert len(first["checks"]) == 18
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "pticket" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "pticket"
