@@ -90,8 +90,9 @@ class Result:
 
 
 def wait_quantile(buckets: list[dict], q: float, weight: str = "acquisitions") -> dict:
-    """The bucket of ``lock_waits`` at quantile ``q`` of the acquisitions (or, with
-    ``weight="wait_ns"``, of the waiting time: the wait lengths that waiting time is spent in)."""
+    """The bucket of a VM's ``lock_waits`` (a non-empty list) at quantile ``q`` of the
+    acquisitions (or, with ``weight="wait_ns"``, of the waiting time: the wait lengths that waiting
+    time is spent in)."""
     total = sum(b[weight] for b in buckets)
     seen = 0
     for b in buckets:
