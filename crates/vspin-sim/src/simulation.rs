@@ -628,7 +628,7 @@ impl Sim {
         }
     }
 
-    fn poll_guest(&mut self, v: u32) {
+    pub(crate) fn poll_guest(&mut self, v: u32) {
         loop {
             guest::respond(self.vcpus[v as usize].response);
             let mut cx = Context::from_waker(Waker::noop());
@@ -764,7 +764,7 @@ impl Sim {
 
     /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers
     /// serialize on the line); the others re-read when they run again.
-    fn notify_watchers(&mut self, w: SimWord) {
+    pub(crate) fn notify_watchers(&mut self, w: SimWord) {
         if self.watchers[w.0 as usize].is_empty() {
             return;
         }
@@ -864,311 +864,6 @@ impl Sim {
         self.vcpus[v as usize].host_work =
             // Without a yield, no `schedule()` comes between the handler and the VM entry.
             Some(HostWork { remaining: c.vm_exit + c.hypercall + if yielded { 0 } else { c.vm_entry }, after: After::PleDone { yielded } });
-    }
-
-    // ----- halt, kick, interrupts -------------------------------------------------------------
-
-    fn start_halt(&mut self, v: u32, reason: HaltReason) {
-        let exit = self.costs.vm_exit;
-        let vc = &mut self.vcpus[v as usize];
-        vc.counters.halt_exits += 1;
-        vc.act = Act::Halted(reason);
-        vc.host_work = Some(HostWork { remaining: exit, after: After::HaltBlock });
-    }
-
-    /// After the HLT exit (`kvm_vcpu_halt`): re-enter if the vCPU is runnable anyway
-    /// (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, or an idle timer already due);
-    /// else poll for a wake-up if halt polling is on and nothing else wants the pCPU
-    /// (`single_task_running`); else block.
-    fn halt_block(&mut self, v: u32) {
-        let now = self.now;
-        let max_poll = self.halt_poll.max_ns;
-        let p = self.vcpus[v as usize].pcpu;
-        let alone = self.nr_queued(p) == 1;
-        let vc = &mut self.vcpus[v as usize];
-        let Act::Halted(reason) = vc.act else { unreachable!() };
-        vc.halt_started = now;
-        let due = matches!(reason, HaltReason::Idle { wake_at } if wake_at <= now);
-        if vc.pv_unhalted || !vc.pending_ipis.is_empty() || due {
-            vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
-            self.handle_pending_ipis(v);
-            return;
-        }
-        vc.halt_poll_ns = vc.halt_poll_ns.min(max_poll);
-        // Only KVM's vCPU threads poll; a host thread that sleeps just blocks.
-        let vcpu_thread = !self.vms[vc.vm as usize].host_threads;
-        let poll = vc.halt_poll_ns > 0 && alone && vcpu_thread;
-        if poll {
-            vc.host_work = Some(HostWork { remaining: vc.halt_poll_ns, after: After::PollEnd });
-        }
-        // One guest timer per halt: it ends the poll, or the block that follows a poll.
-        self.arm_halt_timer(v, reason);
-        if !poll {
-            self.block(v);
-        }
-    }
-
-    /// The halted vCPU's thread sleeps until a kick, an interrupt or its guest timer (armed).
-    fn block(&mut self, v: u32) {
-        let now = self.now;
-        let p = self.vcpus[v as usize].pcpu;
-        self.dequeue_sleeper(p, v);
-        let vc = &mut self.vcpus[v as usize];
-        vc.host = HostState::Blocked;
-        vc.state_since = now;
-        self.pcpus[p as usize].curr = None;
-        self.schedule(p);
-    }
-
-    /// The guest timer that ends a halt: the next guest tick in the PV lock slow path (the
-    /// halt is a `safe_halt`), the idle sleep's end in guest idle.
-    fn arm_halt_timer(&mut self, v: u32, reason: HaltReason) {
-        let now = self.now;
-        let vc = &mut self.vcpus[v as usize];
-        let timer = match reason {
-            HaltReason::LockWait => {
-                let period = self.vms[vc.vm as usize].guest_tick_ns;
-                let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
-                Some(((now + period - phase) / period) * period + phase)
-            }
-            HaltReason::Idle { wake_at } => Some(wake_at),
-            HaltReason::Finished => None,
-        };
-        vc.timer_gen = vc.timer_gen.wrapping_add(1);
-        if let Some(at) = timer {
-            self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
-        }
-    }
-
-    /// The guest timer of halt `gen` fires: it ends the halt, blocked or polling.
-    fn guest_timer(&mut self, v: u32, gen: u32) {
-        if self.vcpus[v as usize].timer_gen == gen {
-            self.end_halt(v);
-        }
-    }
-
-    /// Whether the vCPU's thread waits in `kvm_vcpu_halt`, blocked or polling.
-    fn in_halt(&self, v: u32) -> bool {
-        self.vcpus[v as usize].host == HostState::Blocked || self.polling(v)
-    }
-
-    /// A wake-up for a vCPU in `kvm_vcpu_halt`: a blocked thread is made runnable, a polling
-    /// one re-enters. Returns whether the vCPU was in a halt.
-    fn end_halt(&mut self, v: u32) -> bool {
-        if self.vcpus[v as usize].host == HostState::Blocked {
-            self.wake(v);
-        } else if self.polling(v) {
-            self.poll_succeeds(v);
-        } else {
-            return false;
-        }
-        true
-    }
-
-    /// Whether the vCPU is in its HLT exit, before `halt_block` decides.
-    pub(crate) fn in_hlt_exit(&self, v: u32) -> bool {
-        self.vcpus[v as usize].host_work.is_some_and(|hw| hw.after == After::HaltBlock)
-    }
-
-    /// Whether the vCPU's thread is polling in `kvm_vcpu_halt` (on its pCPU, the guest halted).
-    pub(crate) fn polling(&self, v: u32) -> bool {
-        let vc = &self.vcpus[v as usize];
-        vc.host == HostState::Running && vc.host_work.is_some_and(|hw| hw.after == After::PollEnd)
-    }
-
-    /// A wake-up reached a polling vCPU: the poll ends and the vCPU re-enters, with no block,
-    /// wake-up or context switch to pay.
-    fn poll_succeeds(&mut self, v: u32) {
-        self.interrupt(v);
-        let vc = &mut self.vcpus[v as usize];
-        vc.timer_gen = vc.timer_gen.wrapping_add(1);
-        vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
-        self.handle_pending_ipis(v);
-        self.continue_if_running(v);
-    }
-
-    /// Another thread became runnable on the poller's pCPU (`!single_task_running()`): the poll
-    /// ends and the vCPU blocks.
-    pub(crate) fn poll_gives_way(&mut self, v: u32) {
-        self.interrupt(v);
-        let vc = &mut self.vcpus[v as usize];
-        vc.host_work = None;
-        self.block(v);
-    }
-
-    /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted.
-    fn adapt_halt_poll(&mut self, v: u32) {
-        let c = &self.halt_poll;
-        if c.max_ns == 0 {
-            return;
-        }
-        let vc = &mut self.vcpus[v as usize];
-        let (halted, poll) = (self.now - vc.halt_started, vc.halt_poll_ns);
-        vc.halt_poll_ns = if halted <= poll {
-            poll
-        } else if poll > 0 && halted > c.max_ns {
-            // `shrink_halt_poll_ns`
-            let shrunk = poll.checked_div(c.shrink).unwrap_or(0);
-            if shrunk < c.grow_start_ns { 0 } else { shrunk }
-        } else if poll < c.max_ns && halted < c.max_ns && c.grow > 0 {
-            // `grow_halt_poll_ns` (a zero `halt_poll_ns_grow` disables growing)
-            poll.saturating_mul(c.grow).max(c.grow_start_ns)
-        } else {
-            poll
-        };
-    }
-
-    /// The vCPU runs again after a halt.
-    fn halt_returns(&mut self, v: u32, reason: HaltReason) {
-        self.adapt_halt_poll(v);
-        let now = self.now;
-        let vc = &mut self.vcpus[v as usize];
-        // Leaving HLT consumes a pending kick whatever the halt was for.
-        vc.pv_unhalted = false;
-        let kicked = std::mem::take(&mut vc.kicked);
-        match reason {
-            HaltReason::LockWait => {
-                if !kicked {
-                    vc.counters.spurious_wakeups += 1;
-                }
-                vc.response = (0, 0);
-                vc.act = Act::Ready;
-                self.poll_guest(v);
-            }
-            HaltReason::Idle { wake_at } if wake_at <= now => {
-                vc.response = (0, 0);
-                vc.act = Act::Ready;
-                self.poll_guest(v);
-            }
-            HaltReason::Idle { .. } | HaltReason::Finished => {
-                // Woken by an interrupt only: handle it and halt again.
-                self.start_halt(v, reason);
-                self.run_vcpu(v);
-            }
-        }
-    }
-
-    /// `kvm_pv_kick_cpu_op` → `kvm_vcpu_kick`: set `pv_unhalted`, and wake the vCPU thread if it
-    /// is blocked (or end its halt poll). A target running in guest mode gets a reschedule IPI
-    /// that forces a VM exit (`smp_send_reschedule`); one on a run queue or in host work sees
-    /// the request at its next entry.
-    fn kick(&mut self, target: u32) {
-        let t = &mut self.vcpus[target as usize];
-        t.kicked = true;
-        t.pv_unhalted = true;
-        let in_guest = t.host == HostState::Running && t.host_work.is_none();
-        if !self.end_halt(target) && in_guest {
-            self.interrupt(target);
-            let c = &self.costs;
-            self.vcpus[target as usize].host_work = Some(HostWork { remaining: c.vm_exit + c.vm_entry, after: After::Nothing });
-            self.continue_if_running(target);
-        }
-    }
-
-    fn shootdown(&mut self, v: u32, start: u32, count: u32) -> bool {
-        let c = &self.costs;
-        let cost = c.vm_exit + c.ipi_send * count as u64 + c.vm_entry;
-        let vm = &self.vms[self.vcpus[v as usize].vm as usize];
-        let (first, n) = (vm.first_vcpu, vm.vcpus);
-        let me = self.vcpus[v as usize].index;
-        let targets: Vec<u32> = (0..n).map(|i| (start + i) % n).filter(|&i| i != me).take(count as usize).collect();
-        let vc = &mut self.vcpus[v as usize];
-        vc.counters.shootdowns += 1;
-        self.mem.set(vc.call_function_word, targets.len() as u64);
-        vc.act = Act::Ready;
-        vc.response = (0, 0);
-        vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
-        for t in targets {
-            self.deliver_ipi(v, first + t);
-        }
-        false
-    }
-
-    /// Wake a peer sleeping in guest idle: the sender pays the IPI; the sleeper's wait ends now.
-    fn wake_peer(&mut self, v: u32, start: u32) -> bool {
-        let vm = &self.vms[self.vcpus[v as usize].vm as usize];
-        let (first, n) = (vm.first_vcpu, vm.vcpus);
-        let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
-            t != v && self.in_halt(t)
-                && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
-        });
-        let vc = &mut self.vcpus[v as usize];
-        vc.response = (0, 0);
-        let Some(t) = sleeper else { return true };
-        let c = &self.costs;
-        vc.counters.wake_ipis += 1;
-        vc.act = Act::Ready;
-        vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
-        self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
-        self.end_halt(t);
-        false
-    }
-
-    /// An IPI is handled once its target runs: at once if running (an exit, the handler and a VM
-    /// entry on the target), at its next switch-in if preempted, after a wake-up if halted; one
-    /// arriving during an HLT exit keeps the halt from blocking.
-    fn deliver_ipi(&mut self, from: u32, to: u32) {
-        let halting = self.in_hlt_exit(to);
-        let t = &mut self.vcpus[to as usize];
-        t.pending_ipis.push(from);
-        let (host, polling) = (t.host, self.polling(to));
-        match host {
-            HostState::Running if polling => self.poll_succeeds(to),
-            HostState::Running if !halting => {
-                self.interrupt(to);
-                let t = &mut self.vcpus[to as usize];
-                if t.host_work.is_none() {
-                    t.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
-                }
-                self.handle_pending_ipis(to);
-                self.continue_if_running(to);
-            }
-            HostState::Running | HostState::Runnable => {}
-            HostState::Blocked => self.wake(to),
-        }
-    }
-
-    /// Add the handling of every pending IPI to the vCPU's host work; each is acknowledged when
-    /// its handler has run.
-    pub(crate) fn handle_pending_ipis(&mut self, v: u32) {
-        let c = &self.costs;
-        let handle = c.vm_exit + c.ipi_send + c.vm_entry;
-        let now = self.now;
-        let vc = &mut self.vcpus[v as usize];
-        let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
-        for from in std::mem::take(&mut vc.pending_ipis) {
-            hw.remaining += handle;
-            self.q.push(now + hw.remaining, Event::IpiAck { from, to: v });
-        }
-    }
-
-    fn ipi_ack(&mut self, from: u32, to: u32) {
-        let w = self.vcpus[from as usize].call_function_word;
-        let pcpu = self.vcpus[to as usize].pcpu;
-        self.mem.access(w, pcpu, Access::Write, self.now);
-        let left = self.mem.value(w).saturating_sub(1);
-        self.mem.set(w, left);
-        self.notify_watchers(w);
-    }
-
-    /// Make a blocked vCPU runnable and let the scheduler decide whether it preempts.
-    pub(crate) fn wake(&mut self, v: u32) {
-        let now = self.now;
-        let since = self.vcpus[v as usize].state_since;
-        self.trace_slice(v, "halted", since, now);
-        let vc = &mut self.vcpus[v as usize];
-        debug_assert_eq!(vc.host, HostState::Blocked);
-        let el = now - vc.state_since;
-        if matches!(vc.act, Act::Halted(HaltReason::Finished)) {
-            vc.time.finished_ns += el;
-        } else {
-            vc.time.halted_ns += el;
-        }
-        vc.host = HostState::Runnable;
-        vc.state_since = now;
-        vc.woken = true;
-        vc.timer_gen = vc.timer_gen.wrapping_add(1);
-        self.enqueue_woken(v);
     }
 
     // ----- bookkeeping notes from the workload --------------------------------------------------
@@ -1274,16 +969,17 @@ impl Sim {
     }
 }
 
-
+/// Hosts for the unit tests of the simulation's modules: a scenario's [`Sim`] with its run queues
+/// emptied, and vCPUs placed by hand.
 #[cfg(test)]
-mod tests {
-    use super::{stall_exceeding, Sim};
+pub(crate) mod test_host {
+    use super::Sim;
     use crate::scenario::Scenario;
     use crate::vcpu::{Act, HaltReason, HostState};
 
     /// A host of 2 pCPUs with the given `[hypervisor]` line and VMs, run queues emptied for a
     /// test to fill.
-    fn host(hypervisor: &str, background: bool, vms: &str) -> Sim {
+    pub(crate) fn host(hypervisor: &str, background: bool, vms: &str) -> Sim {
         let text = format!(
             "duration_ms = 1\n[host]\ncores_per_socket = 2\n{}[hypervisor]\n{hypervisor}\n{vms}",
             if background { "background = { interval_us = 1000, burst_us = 100 }\n" } else { "" }
@@ -1296,17 +992,24 @@ mod tests {
     }
 
     /// `v` running on pCPU `p`, its guest doing `act`.
-    fn running(s: &mut Sim, v: u32, p: u32, act: Act) {
+    pub(crate) fn running(s: &mut Sim, v: u32, p: u32, act: Act) {
         s.pcpus[p as usize].curr = Some(v);
         let vc = &mut s.vcpus[v as usize];
         (vc.pcpu, vc.host, vc.act) = (p, HostState::Running, act);
     }
 
     /// `v` alone on pCPU `p`, just out of an HLT exit for an idle sleep.
-    fn halting_alone(s: &mut Sim, v: u32, p: u32) {
+    pub(crate) fn halting_alone(s: &mut Sim, v: u32, p: u32) {
         running(s, v, p, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }));
         s.vcpus[v as usize].halt_poll_ns = 10_000;
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stall_exceeding;
+    use super::test_host::{halting_alone, host, running};
+    use crate::vcpu::{Act, HostState};
 
     /// vCPU 0 alone on pCPU 1 blocks while vCPUs 1 and 2 wait on pCPU 0, having last run
     /// `ran_ago` ns before; pCPU 1's idle periods have averaged `avg_idle`. Who runs on pCPU 1?
@@ -1335,35 +1038,6 @@ mod tests {
     }
 
     #[test]
-    fn a_vcpu_preempted_in_its_hlt_exit_keeps_its_ipis_for_the_halt_decision() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("", false, vm);
-        let vc = &mut s.vcpus[0];
-        (vc.pcpu, vc.host, vc.act) = (0, HostState::Runnable, Act::Halted(HaltReason::LockWait));
-        vc.host_work = Some(super::HostWork { remaining: 100, after: super::After::HaltBlock });
-        vc.pending_ipis.push(1);
-        s.pcpus[0].queued.push(0);
-        s.schedule(0);
-        assert_eq!(s.pcpus[0].curr, Some(0));
-        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for halt_block, which re-enters to handle it");
-    }
-
-    #[test]
-    fn a_kick_forces_an_exit_only_on_a_vcpu_in_guest_mode() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("", false, vm);
-        running(&mut s, 1, 1, Act::Compute { remaining: 1000 });
-        s.kick(1);
-        let c = &s.costs;
-        assert_eq!(s.vcpus[1].host_work.map(|hw| hw.remaining), Some(c.vm_exit + c.vm_entry));
-        assert!(s.vcpus[1].pv_unhalted);
-        // One on a run queue sees the request at its next entry, at no extra cost.
-        s.vcpus[0].host = HostState::Runnable;
-        s.kick(0);
-        assert!(s.vcpus[0].host_work.is_none() && s.vcpus[0].pv_unhalted);
-    }
-
-    #[test]
     fn a_yield_that_keeps_the_pcpu_pays_one_entry_after_schedule() {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
         let mut s = host("", false, vm);
@@ -1374,67 +1048,10 @@ mod tests {
     }
 
     #[test]
-    fn an_ipi_a_guest_timer_or_a_peer_wake_ends_a_halt_poll() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        for source in ["ipi", "timer", "peer"] {
-            let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
-            halting_alone(&mut s, 1, 1);
-            s.halt_block(1);
-            assert!(s.polling(1), "{source}: polls");
-            match source {
-                "ipi" => s.deliver_ipi(0, 1),
-                "timer" => {
-                    s.now = 1_000_000;
-                    let gen = s.vcpus[1].timer_gen;
-                    s.guest_timer(1, gen);
-                }
-                _ => {
-                    running(&mut s, 0, 0, Act::Ready);
-                    s.wake_peer(0, 1);
-                }
-            }
-            assert!(!s.polling(1), "{source}: the poll ended");
-            assert_eq!(s.vcpus[1].host, HostState::Running, "{source}: without blocking");
-        }
-    }
-
-    #[test]
-    fn only_vcpu_threads_halt_poll_and_host_threads_just_sleep() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("halt_poll = { max_ns = 200000 }", true, vm);
-        let thread = s.vcpus.iter().position(|v| s.vms[v.vm as usize].host_threads).expect("a host thread") as u32;
-        halting_alone(&mut s, 0, 0);
-        halting_alone(&mut s, thread, 1);
-        s.halt_block(0);
-        s.halt_block(thread);
-        assert!(s.polling(0), "the vCPU alone on its pCPU polls");
-        assert!(!s.polling(thread) && s.vcpus[thread as usize].host == HostState::Blocked);
-    }
-
-    #[test]
     fn the_ple_gap_threshold_is_the_first_stall_longer_than_the_gap() {
         assert_eq!(stall_exceeding(128, 2.4), 54, "53 ns is 127.2 cycles, 54 ns is 129.6");
         assert_eq!(stall_exceeding(128, 2.0), 65, "64 ns is exactly the gap, not longer");
         assert_eq!(stall_exceeding(0, 2.4), 1);
     }
 
-    /// The poll `vcpu->halt_poll_ns` becomes after a halt of `halted` ns that began with `poll`.
-    fn poll_after(poll: u64, halted: u64) -> u64 {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
-        s.now = 1_000_000 + halted;
-        (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, 1_000_000);
-        s.adapt_halt_poll(0);
-        s.vcpus[0].halt_poll_ns
-    }
-
-    #[test]
-    fn halt_polling_grows_after_short_halts_and_resets_after_long_ones_as_in_linux_6_8() {
-        assert_eq!(poll_after(0, 3_000), 10_000, "the first grow starts at grow_start");
-        assert_eq!(poll_after(10_000, 30_000), 20_000, "a short halt that outlasted the poll doubles it");
-        assert_eq!(poll_after(20_000, 5_000), 20_000, "a halt the poll covered keeps it");
-        assert_eq!(poll_after(160_000, 190_000), 320_000, "capped by max_ns only at the next halt");
-        assert_eq!(poll_after(20_000, 300_000), 0, "halt_poll_ns_shrink = 0: a halt past max_ns resets it");
-        assert_eq!(poll_after(0, 300_000), 0, "no poll and a long halt: stays off");
-    }
 }
