@@ -45,6 +45,7 @@ mod monitor;
 mod ple;
 mod scheduler;
 mod simulation;
+mod spin;
 mod timeline;
 mod topology;
 mod vcpu;

@@ -12,7 +12,7 @@ use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind};
+use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, Pinning, Scenario, SchedulerKind};
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
@@ -115,11 +115,11 @@ pub struct Sim {
     pub(crate) locks: Vec<LockState>,
     guests: Vec<GuestFuture>,
     /// Spinning vCPUs per word.
-    watchers: Vec<Vec<u32>>,
+    pub(crate) watchers: Vec<Vec<u32>>,
     /// The first of the vCPUs' private words, one per vCPU in vCPU order, on which a lone PAUSE
     /// ([`Req::Relax`]) spins: nothing else touches them.
     first_relax_word: u32,
-    spare_watchers: Vec<u32>,
+    pub(crate) spare_watchers: Vec<u32>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
     pub(crate) interruptions: Option<HostInterruptions>,
@@ -479,22 +479,6 @@ impl Sim {
         }
     }
 
-    /// When a spinning vCPU exhausts its PAUSE budget or reaches its PLE window, whichever is
-    /// first, if nothing writes its word before.
-    fn spin_deadline(&self, v: u32) -> Time {
-        let vc = &self.vcpus[v as usize];
-        let Act::Spin { pauses_left, .. } = vc.act else { unreachable!("only spinners have a spin deadline") };
-        let start = self.now + vc.access_latency;
-        let budget_end = match pauses_left.checked_mul(self.costs.pause_ps) {
-            Some(ps) => start + ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000),
-            None => Time::MAX,
-        };
-        if self.ple.policy == PlePolicy::Off {
-            return budget_end;
-        }
-        budget_end.min(start + vc.ple_window_ns.saturating_sub(vc.ple_spun_ns))
-    }
-
     /// Account the time of the segment in progress and cancel its event.
     pub(crate) fn interrupt(&mut self, v: u32) {
         if !self.vcpus[v as usize].active {
@@ -507,7 +491,7 @@ impl Sim {
     }
 
     /// Account the time of the segment in progress up to now (its event stays pending).
-    fn account(&mut self, v: u32) {
+    pub(crate) fn account(&mut self, v: u32) {
         let now = self.now;
         let pause_ps = self.costs.pause_ps;
         if self.timeline.is_some() {
@@ -760,110 +744,6 @@ impl Sim {
             })
             .count();
         if busy == 0 { t } else { (t as f64 * self.topology.stretch(busy)).round() as Time }
-    }
-
-    /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers
-    /// serialize on the line); the others re-read when they run again.
-    pub(crate) fn notify_watchers(&mut self, w: SimWord) {
-        if self.watchers[w.0 as usize].is_empty() {
-            return;
-        }
-        // Spinners that keep spinning re-register while we walk the list: give them a cleared
-        // buffer that already has capacity, and keep this one as the next spare.
-        let spare = std::mem::take(&mut self.spare_watchers);
-        let mut list = std::mem::replace(&mut self.watchers[w.0 as usize], spare);
-        for &x in &list {
-            let vc = &self.vcpus[x as usize];
-            if vc.host == HostState::Running && vc.host_work.is_none() && vc.active {
-                self.account(x);
-                self.reread(x, w);
-            } else if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
-                *stale = true;
-            }
-        }
-        list.clear();
-        self.spare_watchers = list;
-    }
-
-    /// A spinner re-reads its word. If its condition now holds, the guest resumes (after the
-    /// read's latency); otherwise it spins on, and its pending spin check stays unless the
-    /// deadline moved earlier (a check that fires early re-arms).
-    fn reread(&mut self, v: u32, w: SimWord) {
-        let Act::Spin { until, pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
-        let now = self.now;
-        let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
-        let value = self.mem.value(w);
-        self.access_done(v, w, done - now);
-        let vc = &mut self.vcpus[v as usize];
-        if until.holds(value) {
-            vc.response = (value, 1);
-            vc.act = Act::Ready;
-            if vc.active {
-                vc.active = false;
-                vc.gen = vc.gen.wrapping_add(1);
-            }
-            self.poll_guest(v);
-            return;
-        }
-        vc.act = Act::Spin { word: w, until, pauses_left, stale: false };
-        self.watchers[w.0 as usize].push(v);
-        if !vc.active {
-            self.continue_if_running(v);
-            return;
-        }
-        let at = self.spin_deadline(v);
-        let vc = &mut self.vcpus[v as usize];
-        if at < vc.spin_check_at {
-            vc.gen = vc.gen.wrapping_add(1);
-            vc.spin_check_at = at;
-            self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
-        }
-    }
-
-    /// Bookkeeping after a memory access of `latency` ns on `w` that the vCPU issued.
-    fn access_done(&mut self, v: u32, w: SimWord, latency: u64) {
-        let vc = &mut self.vcpus[v as usize];
-        vc.last_read = (w, self.mem.version(w));
-        vc.access_latency = vc.access_latency.max(latency);
-        if latency >= self.costs.ple_gap_ns {
-            // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
-            vc.ple_spun_ns = 0;
-        }
-    }
-
-    fn spin_check(&mut self, v: u32) {
-        self.interrupt(v);
-        let window_ns = self.vcpus[v as usize].ple_window_ns;
-        let vc = &mut self.vcpus[v as usize];
-        let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
-        if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
-            self.ple_exit(v);
-        } else if pauses_left == 0 {
-            self.watchers[word.0 as usize].retain(|&x| x != v);
-            let value = self.mem.value(word);
-            let vc = &mut self.vcpus[v as usize];
-            vc.response = (value, 0);
-            vc.act = Act::Ready;
-        }
-        self.continue_if_running(v);
-    }
-
-    /// A PAUSE-loop exit: grow the window, look for a vCPU to yield to, pay the exit.
-    fn ple_exit(&mut self, v: u32) {
-        let ple = self.ple.clone();
-        self.trace_instant(v, || "PLE exit".into());
-        let vc = &mut self.vcpus[v as usize];
-        vc.counters.ple_exits += 1;
-        vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);
-        vc.in_spin_loop = true;
-        let yielded = match self.directed_yield {
-            DirectedYieldKind::Off => false,
-            kernel => self.kvm_vcpu_on_spin(v, kernel),
-        };
-        let c = &self.costs;
-        self.vcpus[v as usize].host_work =
-            // Without a yield, no `schedule()` comes between the handler and the VM entry.
-            Some(HostWork { remaining: c.vm_exit + c.hypercall + if yielded { 0 } else { c.vm_entry }, after: After::PleDone { yielded } });
     }
 
     // ----- bookkeeping notes from the workload --------------------------------------------------

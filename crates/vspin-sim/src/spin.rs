@@ -1,0 +1,137 @@
+//! A spinning vCPU: the PAUSE loop of guest lock code as the CPU and KVM see it.
+//!
+//! A spinner waits on one word ([`Act::Spin`]) until a condition on its value holds or its PAUSE
+//! budget runs out. Its one pending event, the spin check, is due at the earlier of the budget's
+//! end and the end of its PLE window. A write to the word makes every running spinner re-read
+//! it at once (the line's transfers serialize, `memory.rs`): a re-read that satisfies the
+//! condition resumes the guest, one that does not spins on, and a re-read that stalls longer than
+//! `ple_gap` starts a new PAUSE loop for PLE. A spinner that reaches its window exits
+//! (`handle_pause_interception` → `kvm_vcpu_on_spin`, `kernel-mechanisms.md` §4–5): the window
+//! grows and KVM looks for a vCPU to yield to.
+use crate::engine::{Event, Time};
+use crate::memory::{Access, SimWord};
+use crate::scenario::{DirectedYieldKind, PlePolicy};
+use crate::simulation::Sim;
+use crate::vcpu::{Act, After, HostState, HostWork};
+
+impl Sim {
+    /// When a spinning vCPU exhausts its PAUSE budget or reaches its PLE window, whichever is
+    /// first, if nothing writes its word before.
+    pub(crate) fn spin_deadline(&self, v: u32) -> Time {
+        let vc = &self.vcpus[v as usize];
+        let Act::Spin { pauses_left, .. } = vc.act else { unreachable!("only spinners have a spin deadline") };
+        let start = self.now + vc.access_latency;
+        let budget_end = match pauses_left.checked_mul(self.costs.pause_ps) {
+            Some(ps) => start + ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000),
+            None => Time::MAX,
+        };
+        if self.ple.policy == PlePolicy::Off {
+            return budget_end;
+        }
+        budget_end.min(start + vc.ple_window_ns.saturating_sub(vc.ple_spun_ns))
+    }
+
+    /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers
+    /// serialize on the line); the others re-read when they run again.
+    pub(crate) fn notify_watchers(&mut self, w: SimWord) {
+        if self.watchers[w.0 as usize].is_empty() {
+            return;
+        }
+        // Spinners that keep spinning re-register while we walk the list: give them a cleared
+        // buffer that already has capacity, and keep this one as the next spare.
+        let spare = std::mem::take(&mut self.spare_watchers);
+        let mut list = std::mem::replace(&mut self.watchers[w.0 as usize], spare);
+        for &x in &list {
+            let vc = &self.vcpus[x as usize];
+            if vc.host == HostState::Running && vc.host_work.is_none() && vc.active {
+                self.account(x);
+                self.reread(x, w);
+            } else if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
+                *stale = true;
+            }
+        }
+        list.clear();
+        self.spare_watchers = list;
+    }
+
+    /// A spinner re-reads its word. If its condition now holds, the guest resumes (after the
+    /// read's latency); otherwise it spins on, and its pending spin check stays unless the
+    /// deadline moved earlier (a check that fires early re-arms).
+    pub(crate) fn reread(&mut self, v: u32, w: SimWord) {
+        let Act::Spin { until, pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
+        let now = self.now;
+        let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
+        let value = self.mem.value(w);
+        self.access_done(v, w, done - now);
+        let vc = &mut self.vcpus[v as usize];
+        if until.holds(value) {
+            vc.response = (value, 1);
+            vc.act = Act::Ready;
+            if vc.active {
+                vc.active = false;
+                vc.gen = vc.gen.wrapping_add(1);
+            }
+            self.poll_guest(v);
+            return;
+        }
+        vc.act = Act::Spin { word: w, until, pauses_left, stale: false };
+        self.watchers[w.0 as usize].push(v);
+        if !vc.active {
+            self.continue_if_running(v);
+            return;
+        }
+        let at = self.spin_deadline(v);
+        let vc = &mut self.vcpus[v as usize];
+        if at < vc.spin_check_at {
+            vc.gen = vc.gen.wrapping_add(1);
+            vc.spin_check_at = at;
+            self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
+        }
+    }
+
+    /// Bookkeeping after a memory access of `latency` ns on `w` that the vCPU issued.
+    pub(crate) fn access_done(&mut self, v: u32, w: SimWord, latency: u64) {
+        let vc = &mut self.vcpus[v as usize];
+        vc.last_read = (w, self.mem.version(w));
+        vc.access_latency = vc.access_latency.max(latency);
+        if latency >= self.costs.ple_gap_ns {
+            // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
+            vc.ple_spun_ns = 0;
+        }
+    }
+
+    pub(crate) fn spin_check(&mut self, v: u32) {
+        self.interrupt(v);
+        let window_ns = self.vcpus[v as usize].ple_window_ns;
+        let vc = &mut self.vcpus[v as usize];
+        let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
+        if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
+            self.ple_exit(v);
+        } else if pauses_left == 0 {
+            self.watchers[word.0 as usize].retain(|&x| x != v);
+            let value = self.mem.value(word);
+            let vc = &mut self.vcpus[v as usize];
+            vc.response = (value, 0);
+            vc.act = Act::Ready;
+        }
+        self.continue_if_running(v);
+    }
+
+    /// A PAUSE-loop exit: grow the window, look for a vCPU to yield to, pay the exit.
+    fn ple_exit(&mut self, v: u32) {
+        let ple = self.ple.clone();
+        self.trace_instant(v, || "PLE exit".into());
+        let vc = &mut self.vcpus[v as usize];
+        vc.counters.ple_exits += 1;
+        vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);
+        vc.in_spin_loop = true;
+        let yielded = match self.directed_yield {
+            DirectedYieldKind::Off => false,
+            kernel => self.kvm_vcpu_on_spin(v, kernel),
+        };
+        let c = &self.costs;
+        self.vcpus[v as usize].host_work =
+            // Without a yield, no `schedule()` comes between the handler and the VM entry.
+            Some(HostWork { remaining: c.vm_exit + c.hypercall + if yielded { 0 } else { c.vm_entry }, after: After::PleDone { yielded } });
+    }
+}
