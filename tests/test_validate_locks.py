@@ -128,6 +128,14 @@ def test_criteria_count_swapped_and_tied_pairs_and_judge_them_against_the_noise(
     assert criteria(report)["ticket_collapse"][0]["measured"] is None
 
 
+def test_a_median_latency_leaves_out_points_without_acquisitions():
+    from vspin.validate_locks import _median_known
+
+    assert _median_known([300, None, 100, 200]) == 200
+    assert _median_known([[512, 1024], [0, 1], [512, 1024], None]) == [512, 1024]
+    assert _median_known([None, None]) is None
+
+
 def test_the_median_fairness_spread_counts_a_thread_without_acquisitions_as_the_widest():
     assert median_spread([1.2, 1.5, 1.1]) == 1.2
     assert median_spread([1.2, None, 1.1, 1.4]) == pytest.approx(1.3)
@@ -148,8 +156,10 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert len(r["measured_runs"]) == 2 and len(r["predicted_runs"]) == 3, "seeds are not measurement repeats"
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
         assert len(r["measured_fairness_runs"]) == 2 and len(r["predicted_fairness_runs"]) == 3
+        assert len(r["measured_p99_runs"]) == 2 and len(r["predicted_p99_runs"]) == 3
         if r["threads"] == 1:
             assert r["measured_fairness"] == r["predicted_fairness"] == 1.0, "one thread is its own spread"
+            assert r["predicted_p99_bucket_ns"] == [0, 1], "a lone thread never waits for its lock"
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
     assert report["config"]["host_scheduler"] == kernel_scheduler() and report["config"]["pin"] == "none"
@@ -160,7 +170,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     if report["machine"]["cores"] == 2:
         assert [c["threads"] for c in criteria["ticket_collapse"]] == [4]
     printed = capsys.readouterr().out
-    assert "predicted ops/s" in printed and "order at 4 threads" in printed
+    assert "predicted ops/s" in printed and "order at 4 threads" in printed and "p99 pred" in printed
 
     # The cost table of that report predicts again without measuring the host.
     again = tmp_path / "again.json"

@@ -104,19 +104,20 @@ def wait_quantile(buckets: list[dict], q: float, weight: str = "acquisitions") -
 
 def _wait_summary(buckets: list[dict]) -> list[str]:
     def bound(b: dict) -> str:
-        return "0 ns" if b["to_ns"] == 1 else f"< {_duration(b['to_ns'])}"
+        return "0 ns" if b["to_ns"] == 1 else f"< {duration_text(b['to_ns'])}"
     n = sum(b["acquisitions"] for b in buckets)
     contended = n - sum(b["acquisitions"] for b in buckets if b["to_ns"] == 1)
     cells = [f"{100 * contended / n:.1f}%", bound(wait_quantile(buckets, 0.5)), bound(wait_quantile(buckets, 0.99))]
     if any(b["wait_ns"] for b in buckets):
         half = wait_quantile(buckets, 0.5, "wait_ns")
-        cells.append(f"{_duration(half['from_ns'])} - {_duration(half['to_ns'])}")
+        cells.append(f"{duration_text(half['from_ns'])} - {duration_text(half['to_ns'])}")
     else:
         cells.append("-")
     return cells
 
 
-def _duration(ns: int) -> str:
+def duration_text(ns: int) -> str:
+    """A duration in ns as a short text in its largest unit: 262144 reads "262 µs"."""
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if ns >= scale:
             return f"{ns / scale:.3g} {unit}"

@@ -17,9 +17,11 @@ scenario, with no hypervisor:
   the simulator's wake-up placement and idle pull move them as Linux's scheduler moves the
   threads; or pinned round-robin to the pCPUs.
 
-:func:`validate_locks` runs both at the same thread counts and compares their throughput and
-their fairness (the spread of the threads' acquisitions, most over fewest); the method and the
-parameters are in ``docs/calibration.md`` ("host mode"), the results in ``docs/validation.md``.
+:func:`validate_locks` runs both at the same thread counts and compares their throughput, their
+fairness (the spread of the threads' acquisitions, most over fewest) and the 99th percentile of
+the time ``lock()`` took (the simulator's to the power-of-two bucket of its lock-wait histogram);
+the method and the parameters are in ``docs/calibration.md`` ("host mode"), the results in
+``docs/validation.md``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from itertools import combinations
 from vspin import _core
 from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
 from vspin.reproduce import Runner
+from vspin.result import duration_text, wait_quantile
 
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
@@ -222,11 +225,13 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
     }
 
 
-def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[tuple[float, float | None]]:
-    """Acquisitions per simulated second after ``warmup_ms`` of each scenario, and the spread of
-    its threads' acquisitions in that window as ``bench-locks`` reports it (most over fewest;
-    ``None`` when a thread made none): a run is deterministic, so a run cut at the warm-up is the
-    first part of the full run, and the difference is the window."""
+def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[tuple[float, float | None, list | None]]:
+    """Acquisitions per simulated second after ``warmup_ms`` of each scenario, the spread of its
+    threads' acquisitions in that window as ``bench-locks`` reports it (most over fewest; ``None``
+    when a thread made none), and the power-of-two bucket ``[from_ns, to_ns)`` that holds the 99th
+    percentile of the window's lock waits (``None`` without an acquisition): a run is
+    deterministic, so a run cut at the warm-up is the first part of the full run, and the
+    difference is the window."""
     cut = [{**sc, "duration_ms": warmup_ms} for sc in scenarios] if warmup_ms > 0 else []
     with Runner(workers, label="validate-locks") as runner:
         results = runner.run_many(scenarios + cut)
@@ -236,13 +241,33 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
     def per_thread(r) -> list[int]:
         return [v["counters"]["acquisitions"] for v in r.raw["vcpus"]]
 
+    def window_waits(i: int) -> list[dict]:
+        prior = {b["from_ns"]: b for b in before[i].raw["vms"][0]["lock_waits"]} if before else {}
+        waits = []
+        for b in full[i].raw["vms"][0]["lock_waits"]:
+            earlier = prior.get(b["from_ns"], {"acquisitions": 0, "wait_ns": 0})
+            if b["acquisitions"] > earlier["acquisitions"]:
+                waits.append({**b, "acquisitions": b["acquisitions"] - earlier["acquisitions"],
+                              "wait_ns": b["wait_ns"] - earlier["wait_ns"]})
+        return waits
+
     predicted = []
     for i, r in enumerate(full):
         counts = per_thread(r)
         if before:
             counts = [a - b for a, b in zip(counts, per_thread(before[i]))]
-        predicted.append((sum(counts) / window_s[i], max(counts) / min(counts) if min(counts) > 0 else None))
+        waits = window_waits(i)
+        p99 = wait_quantile(waits, 0.99) if waits else None
+        predicted.append((sum(counts) / window_s[i], max(counts) / min(counts) if min(counts) > 0 else None,
+                          [p99["from_ns"], p99["to_ns"]] if p99 else None))
     return predicted
+
+
+def _median_known(values: list) -> object | None:
+    """The lower median of the values that are not ``None`` (a point with no acquisition has no
+    latency), itself one of them; ``None`` if there are none."""
+    known = sorted(v for v in values if v is not None)
+    return known[(len(known) - 1) // 2] if known else None
 
 
 def median_spread(runs: list[float | None]) -> float | None:
@@ -300,10 +325,12 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
     fairness: dict[tuple[str, int], list[float | None]] = {}
+    p99: dict[tuple[str, int], list[int | None]] = {}
     for run in runs:
         for row in run["results"]:
             measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
             fairness.setdefault((row["lock"], row["threads"]), []).append(row["fairness_max_min"])
+            p99.setdefault((row["lock"], row["threads"]), []).append(row["p99_acquire_ns"])
     # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
     # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
     costs_after = measure_host_costs() if measure_now else None
@@ -317,7 +344,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "host_costs": costs,
         "host": host,
-        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, "measured_fairness_runs": fairness[(lock, n)]}
+        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, "measured_fairness_runs": fairness[(lock, n)],
+                  "measured_p99_runs": p99[(lock, n)]}
                  for (lock, n), runs_ in measured.items()],
     }
     if costs_after is not None:
@@ -362,8 +390,10 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     try:
         config, costs = dict(measured["config"]), measured["host_costs"]
         rows = [{"lock": r["lock"], "threads": r["threads"], "measured_runs": list(r["measured_runs"]),
-                 # Reports from before fairness was predicted have no measured spreads.
-                 **({"measured_fairness_runs": list(r["measured_fairness_runs"])} if "measured_fairness_runs" in r else {})}
+                 # Reports from before fairness (or latency) was predicted have no measured spreads
+                 # (or p99 latencies).
+                 **({"measured_fairness_runs": list(r["measured_fairness_runs"])} if "measured_fairness_runs" in r else {}),
+                 **({"measured_p99_runs": list(r["measured_p99_runs"])} if "measured_p99_runs" in r else {})}
                 for r in measured["rows"]]
         hz = config["host_hz"]
     except (KeyError, TypeError):
@@ -394,13 +424,17 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
                  for r in report["rows"] for seed in range(1, seeds + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):
-        predicted = [rate for rate, _ in simulated[k * seeds:(k + 1) * seeds]]
-        spreads = [spread for _, spread in simulated[k * seeds:(k + 1) * seeds]]
+        points = simulated[k * seeds:(k + 1) * seeds]
+        predicted = [rate for rate, _, _ in points]
+        spreads = [spread for _, spread, _ in points]
+        p99s = [p99 for _, _, p99 in points]
         m, p = statistics.median(row["measured_runs"]), statistics.median(predicted)
         row.update({"measured_ops_per_sec": m, "predicted_ops_per_sec": p, "predicted_runs": predicted,
                     "predicted_over_measured": p / m if m > 0 else None,
                     "measured_fairness": median_spread(row["measured_fairness_runs"]) if "measured_fairness_runs" in row else None,
-                    "predicted_fairness": median_spread(spreads), "predicted_fairness_runs": spreads})
+                    "predicted_fairness": median_spread(spreads), "predicted_fairness_runs": spreads,
+                    "measured_p99_acquire_ns": _median_known(row.get("measured_p99_runs", [])),
+                    "predicted_p99_bucket_ns": _median_known(p99s), "predicted_p99_runs": p99s})
     report["criteria"] = criteria(report)
     return report
 
@@ -467,16 +501,25 @@ def criteria(report: dict) -> dict:
 def table(report: dict) -> str:
     """Measured against predicted throughput, then the criteria."""
     lines = [f"{'lock':<22} {'threads':>7} {'measured ops/s':>15} {'predicted ops/s':>16} {'pred/meas':>9} "
-             f"{'fairness meas':>13} {'fairness pred':>13}"]
+             f"{'fairness meas':>13} {'fairness pred':>13} {'p99 meas':>10} {'p99 pred':>17}"]
 
     def spread(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f}"
+
+    def p99_measured(r: dict) -> str:
+        ns = r.get("measured_p99_acquire_ns")
+        return "-" if ns is None else duration_text(ns)
+
+    def p99_predicted(r: dict) -> str:
+        bucket = r["predicted_p99_bucket_ns"]
+        return "-" if bucket is None else ("0 ns" if bucket[1] == 1 else f"{duration_text(bucket[0])}-{duration_text(bucket[1])}")
 
     for r in report["rows"]:
         ratio = "-" if r["predicted_over_measured"] is None else f"{r['predicted_over_measured']:.2f}"
         lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['measured_ops_per_sec']:>15,.0f} "
                      f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9} "
-                     f"{spread(r['measured_fairness']):>13} {spread(r['predicted_fairness']):>13}")
+                     f"{spread(r['measured_fairness']):>13} {spread(r['predicted_fairness']):>13} "
+                     f"{p99_measured(r):>10} {p99_predicted(r):>17}")
     c = report["criteria"]
     lines.append("")
     for o in c["ordering"]:
