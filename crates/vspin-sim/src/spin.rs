@@ -6,7 +6,7 @@
 //! it at once (the line's transfers serialize, `memory.rs`): a re-read that satisfies the
 //! condition resumes the guest, one that does not spins on, and a re-read that stalls longer than
 //! `ple_gap` starts a new PAUSE loop for PLE. A spinner that reaches its window exits
-//! (`handle_pause_interception` → `kvm_vcpu_on_spin`, `kernel-mechanisms.md` §4–5): the window
+//! (VMX `handle_pause`: `grow_ple_window`, then `kvm_vcpu_on_spin`; `kernel-mechanisms.md` §4–5): the window
 //! grows and KVM looks for a vCPU to yield to.
 use crate::engine::{Event, Time};
 use crate::memory::{Access, SimWord};
