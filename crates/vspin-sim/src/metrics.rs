@@ -26,7 +26,7 @@
 //! to the issue of the atomic that took the lock, as the guest's clock sees it (time preempted
 //! or halted included, as lockstat's wait time), counted in power-of-two buckets with the
 //! waiting time they add up to; an uncontended acquisition waits 0 ns. The seeds argue from
-//! this distribution: "most locks take ~1 µs & most spinning time [is] wasted on locks that
+//! this distribution: "most locks take ~1 µs & most spinning time wasted on locks that
 //! wait ~1 ms" (VEE'13), "kernbench waits are mostly 2^9–2^16 cycles" (LAS).
 use serde::Serialize;
 
