@@ -110,10 +110,16 @@ def _wait_summary(buckets: list[dict]) -> list[str]:
     cells = [f"{100 * contended / n:.1f}%", bound(wait_quantile(buckets, 0.5)), bound(wait_quantile(buckets, 0.99))]
     if any(b["wait_ns"] for b in buckets):
         half = wait_quantile(buckets, 0.5, "wait_ns")
-        cells.append(f"{duration_text(half['from_ns'])} - {duration_text(half['to_ns'])}")
+        cells.append(bucket_text(half["from_ns"], half["to_ns"]))
     else:
         cells.append("-")
     return cells
+
+
+def bucket_text(from_ns: int, to_ns: int) -> str:
+    """A wait bucket ``from_ns <= wait < to_ns`` as text: "262 µs-524 µs", or "0 ns" for the
+    bucket of uncontended acquisitions."""
+    return "0 ns" if to_ns == 1 else f"{duration_text(from_ns)}-{duration_text(to_ns)}"
 
 
 def duration_text(ns: int) -> str:

@@ -36,7 +36,7 @@ from itertools import combinations
 from vspin import _core
 from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
 from vspin.reproduce import Runner
-from vspin.result import duration_text, wait_quantile
+from vspin.result import bucket_text, duration_text, wait_quantile
 
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
@@ -512,7 +512,7 @@ def table(report: dict) -> str:
 
     def p99_predicted(r: dict) -> str:
         bucket = r["predicted_p99_bucket_ns"]
-        return "-" if bucket is None else ("0 ns" if bucket[1] == 1 else f"{duration_text(bucket[0])}-{duration_text(bucket[1])}")
+        return "-" if bucket is None else bucket_text(*bucket)
 
     for r in report["rows"]:
         ratio = "-" if r["predicted_over_measured"] is None else f"{r['predicted_over_measured']:.2f}"
