@@ -459,6 +459,8 @@ pub struct WorkloadConfig {
     pub threads_per_vcpu: Option<u32>,
     /// How think times and critical sections are drawn from `think_ns`, `cs_ns`, `cs_long_ns`.
     pub durations: Option<Durations>,
+    /// With fixed durations, the coefficient of variation of each length (see [`JITTER`]).
+    pub jitter: Option<f64>,
 }
 
 /// How a workload's think times and critical sections vary.
@@ -690,6 +692,14 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed {THREADS_PER_VCPU:?}")));
         }
     }
+    if let Some(j) = w.jitter {
+        if !JITTER.contains(&j) {
+            return Err(err(f("jitter"), format!("{j} is out of range; allowed {JITTER:?} (a coefficient of variation)")));
+        }
+        if j > 0.0 && w.durations != Some(Durations::Fixed) {
+            return Err(err(f("jitter"), "applies only with durations = \"fixed\" (exponential lengths vary already)"));
+        }
+    }
     if let Some(t) = w.shootdown_targets {
         if vcpus < 2 {
             return Err(err(f("shootdown_targets"), "a shootdown needs another vCPU; this VM has 1"));
@@ -715,6 +725,10 @@ const THREADS_PER_VCPU: RangeInclusive<u32> = 1..=4096;
 /// of the Zipf popularity table; beyond 2^16 locks the hottest ones' share no longer changes what
 /// contention looks like, and an unbounded count could exhaust the host's memory.
 const LOCKS: RangeInclusive<u32> = 1..=1 << 16;
+/// A fixed-length workload's jitter: each length is drawn uniformly from `mean × (1 ± √3 × jitter)`,
+/// so `jitter` is its coefficient of variation; up to 0.5 the shortest draw stays above 13% of the
+/// mean (a busy loop never runs in no time).
+const JITTER: RangeInclusive<f64> = 0.0..=0.5;
 /// `t` of the preemptable ticket locks, in PAUSEs.
 const TIMEOUT_UNIT_PAUSES: RangeInclusive<u64> = 1..=1 << 30;
 /// The host's and a guest's timer tick (`CONFIG_HZ`).

@@ -50,6 +50,8 @@ pub struct Profile {
     pub wake_probability: f64,
     pub threads_per_vcpu: u32,
     pub durations: Durations,
+    /// With fixed durations, each length's coefficient of variation (uniform around the mean).
+    pub jitter: f64,
     /// A guest context switch between two threads of one vCPU.
     pub switch_ns: u64,
     /// Cumulative lock popularity.
@@ -72,6 +74,7 @@ impl Profile {
             wake_probability: 0.0,
             threads_per_vcpu: 1,
             durations: Durations::Exponential,
+            jitter: 0.0,
             switch_ns,
             cdf: Vec::new(),
         };
@@ -135,7 +138,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -151,12 +154,16 @@ impl Profile {
     }
 
     /// A think time or critical section of mean (or, fixed, exact) length `ns`. Fixed lengths
-    /// draw nothing, so exponential runs keep their random streams.
+    /// without jitter draw nothing, so exponential runs keep their random streams. Jitter is
+    /// uniform: it stands for the small variations of a busy loop's length (`vspin bench-locks`
+    /// measures them as `loop_cv`), whose long gaps (interrupts) the host's `interruptions` model.
     fn length(&self, rng: &mut Rng, ns: f64) -> u64 {
-        match self.durations {
-            Durations::Exponential => rng.exp_ns(ns),
-            Durations::Fixed => (ns.round() as u64).max(1),
-        }
+        let ns = match self.durations {
+            Durations::Exponential => return rng.exp_ns(ns),
+            Durations::Fixed if self.jitter > 0.0 => ns * (1.0 + self.jitter * 3f64.sqrt() * (2.0 * rng.uniform() - 1.0)),
+            Durations::Fixed => ns,
+        };
+        (ns.round() as u64).max(1)
     }
 
     fn pick_lock(&self, rng: &mut Rng) -> usize {
@@ -236,5 +243,36 @@ pub(crate) async fn host_thread(cpu: SimCpu, interval_ns: f64, burst_ns: f64, mu
     loop {
         cpu.sleep(rng.exp_ns(interval_ns)).await;
         cpu.compute(rng.exp_ns(burst_ns)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(workload: &str) -> Profile {
+        let cfg: WorkloadConfig = toml::from_str(workload).unwrap();
+        Profile::new(&cfg, 1, 0)
+    }
+
+    #[test]
+    fn jitter_is_the_coefficient_of_variation_of_fixed_lengths() {
+        let p = profile("preset = \"kernbench\"\ndurations = \"fixed\"\njitter = 0.1");
+        let mut rng = Rng::stream(1, 0);
+        let xs: Vec<f64> = (0..100_000).map(|_| p.length(&mut rng, 1000.0) as f64).collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let cv = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt() / mean;
+        assert!((mean - 1000.0).abs() < 2.0, "mean {mean}");
+        assert!((cv - 0.1).abs() < 0.002, "cv {cv}");
+        let bound = 1000.0 * 0.1 * 3f64.sqrt();
+        assert!(xs.iter().all(|&x| (x - 1000.0).abs() <= bound + 0.5), "uniform within ±√3·cv of the mean");
+    }
+
+    #[test]
+    fn fixed_lengths_without_jitter_are_exact_and_draw_nothing() {
+        let p = profile("preset = \"kernbench\"\ndurations = \"fixed\"");
+        let (mut rng, mut untouched) = (Rng::stream(1, 0), Rng::stream(1, 0));
+        assert!((0..100).all(|_| p.length(&mut rng, 300.4) == 300));
+        assert_eq!(rng.next_u64(), untouched.next_u64());
     }
 }

@@ -148,6 +148,43 @@ fn fixed_durations_make_an_uncontended_loop_exactly_periodic() {
 }
 
 #[test]
+fn jitter_breaks_the_lockstep_of_fixed_loops() {
+    // Two threads with 100 ns holds and 200 ns of thinking, each on its own pCPU. With exact
+    // lengths their phases lock: here every acquisition but the first waits the same ~200 ns
+    // (with host mode's costs the lock-step is one where none waits). With the few percent of
+    // jitter that real busy loops have (`vspin bench-locks`' `loop_cv`) the phases drift, and
+    // waits of both kinds are common.
+    let scenario = |jitter: f64| {
+        Scenario::from_toml(&format!(
+            r#"
+            duration_ms = 10
+            [host]
+            cores_per_socket = 2
+            [[vm]]
+            name = "bench"
+            vcpus = 2
+            pin = "1:1"
+            lock = "tas"
+            workload = {{ preset = "kernbench", locks = 1, think_ns = 200, cs_ns = 100, block_probability = 0.0,
+                          shootdown_probability = 0.0, durations = "fixed", jitter = {jitter} }}
+            "#
+        ))
+        .unwrap()
+    };
+    // Acquisitions per wait bucket, as shares.
+    let shares = |jitter: f64| -> Vec<f64> {
+        let r = run(&scenario(jitter));
+        let buckets = &r.vms[0].lock_waits;
+        let total: u64 = buckets.iter().map(|b| b.acquisitions).sum();
+        buckets.iter().map(|b| b.acquisitions as f64 / total as f64).collect()
+    };
+    let exact = shares(0.0);
+    assert!(exact.iter().any(|&s| s > 0.999), "exact loops repeat one wait: {exact:?}");
+    let jittered = shares(0.05);
+    assert!(jittered.iter().filter(|&&s| s > 0.05).count() >= 2, "jittered loops vary: {jittered:?}");
+}
+
+#[test]
 fn each_locked_instruction_costs_the_atomic_extra() {
     // One vCPU alone: an uncontended TAS lock makes one locked instruction per acquisition
     // (`xchg`; the unlock is a plain store), a ticket lock two (`xadd` tail, `add` head).
