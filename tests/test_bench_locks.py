@@ -11,6 +11,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["machine"]["cores"] >= 1
     assert report["config"]["warmup_s"] == 0.01 and report["config"]["pin"] == "none" and report["ns_per_iteration"] > 0
+    assert 0 <= report["loop_cv"] < 1, "the busy loops vary by a share of their length"
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]

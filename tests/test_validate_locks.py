@@ -5,6 +5,7 @@ every point has a measurement and a prediction.
 """
 
 import json
+import math
 import os
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from vspin import validate
 from vspin.cli import main
 from vspin.validate_locks import (
-    ValidationError, criteria, host_config, host_cost_drift, host_scenario, kernel_scheduler, median_spread,
+    ValidationError, criteria, host_config, host_cost_drift, host_scenario, kernel_scheduler, loop_jitter,
+    median_spread,
 )
 
 
@@ -53,6 +55,12 @@ def test_host_mode_maps_each_measured_cost_to_its_key():
     validate(pinned)
     assert pinned["vm"][0]["pin"] == [0, 1, 0, 1, 0]
     assert vm["workload"]["durations"] == "fixed" and vm["workload"]["locks"] == 1
+    assert vm["workload"]["jitter"] == 0.0, "without a measured jitter the loops are exact"
+    jittery = host_scenario(host, "pv-qspinlock", 5, 0.5, 100, 200, loop_cv=0.05)
+    validate(jittery)
+    # Critical section and think time each vary by the same share, so that their sum varies by 5%.
+    assert jittery["vm"][0]["workload"]["jitter"] == pytest.approx(0.05 * 300 / math.hypot(100, 200))
+    assert loop_jitter(0.9, 100, 200) == 0.5, "capped where the simulator's uniform lengths stay positive"
     assert scenario["hypervisor"] == {"scheduler": "eevdf", "ple": {"policy": "off"}, "directed_yield": "off"}
 
 
@@ -162,6 +170,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
             assert r["predicted_p99_bucket_ns"] == [0, 1], "a lone thread never waits for its lock"
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
+    assert len(report["bench_loop_cv"]) == 2
     assert report["config"]["host_scheduler"] == kernel_scheduler() and report["config"]["pin"] == "none"
     assert report["host_costs"]["cpus"] == report["machine"]["cores"]
     criteria = report["criteria"]
@@ -170,7 +179,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     if report["machine"]["cores"] == 2:
         assert [c["threads"] for c in criteria["ticket_collapse"]] == [4]
     printed = capsys.readouterr().out
-    assert "predicted ops/s" in printed and "order at 4 threads" in printed and "p99 pred" in printed
+    assert "predicted ops/s" in printed and "order at 4 threads" in printed and "p99 pred" in printed and "jitter (CV)" in printed
 
     # The cost table of that report predicts again without measuring the host.
     again = tmp_path / "again.json"

@@ -29,7 +29,7 @@ def lock_names() -> list[str]:
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
                 pin: str = "none") -> dict:
-    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration"}``.
+    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
     Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one

@@ -197,10 +197,19 @@ def host_noise(costs: dict) -> dict:
     return {k: v for k, v in noise.items() if v is not None}
 
 
+def loop_jitter(loop_cv: float, cs_ns: float, think_ns: float) -> float:
+    """The workload ``jitter`` (each length's coefficient of variation) that gives one iteration
+    of critical section plus think time the coefficient of variation ``loop_cv`` that
+    ``bench-locks`` measured: both lengths vary in proportion to their length (the measured
+    variation is a share of a loop's length at 300 ns and at 3 µs alike), independently."""
+    return min(0.5, loop_cv * (cs_ns + think_ns) / math.hypot(cs_ns, think_ns))
+
+
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
-                  seed: int = 1, scheduler: str = "cfs", pin: str = "none") -> dict:
+                  seed: int = 1, scheduler: str = "cfs", pin: str = "none", loop_cv: float = 0.0) -> dict:
     """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``, its threads
-    placed as ``pin`` (one of ``PINS``) says."""
+    placed as ``pin`` (one of ``PINS``) says, its busy loops as jittery as ``loop_cv`` (see
+    :func:`loop_jitter`; 0 for exact lengths)."""
     cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
     return {
         "name": f"host-{lock}-{threads}",
@@ -215,11 +224,11 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
             "lock": lock,
             "guest_hz": GUEST_HZ,
             # Every parameter of the guest loop is set, so the preset contributes nothing. The
-            # benchmark's busy loops have fixed lengths.
+            # benchmark's busy loops have calibrated lengths, with the little jitter measured.
             "workload": {
                 "preset": "kernbench", "think_ns": think_ns, "cs_ns": cs_ns, "locks": 1, "zipf_s": 0.0,
                 "cs_long_probability": 0.0, "block_probability": 0.0, "shootdown_probability": 0.0,
-                "wake_probability": 0.0, "durations": "fixed",
+                "wake_probability": 0.0, "durations": "fixed", "jitter": loop_jitter(loop_cv, cs_ns, think_ns),
             },
         }],
     }
@@ -342,6 +351,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                    "host_scheduler": scheduler, "pin": pin},
         "load_average_before": load_before,
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
+        "bench_loop_cv": [run["loop_cv"] for run in runs],
         "host_costs": costs,
         "host": host,
         "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, "measured_fairness_runs": fairness[(lock, n)],
@@ -410,7 +420,8 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         raise ValidationError(f"--measured: config.seeds {config['seeds']!r} is not a positive integer")
     if config["pin"] not in PINS:
         raise ValidationError(f"--measured: config.pin {config['pin']!r} is not one of {', '.join(PINS)}")
-    report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration") if k in measured},
+    report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration", "bench_loop_cv")
+                 if k in measured},
               "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
     return _with_prediction(report, workers)
 
@@ -419,8 +430,10 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
     """Simulate every measured point of ``report`` with seeds 1..``seeds`` and add the comparison."""
     c, host = report["config"], report["host"]
     seeds, warmup_s = c["seeds"], c["warmup_s"]
+    # Reports from before the loops' jitter was measured are predicted with exact lengths, as then.
+    loop_cv = statistics.median(report.get("bench_loop_cv") or [0.0])
     scenarios = [host_scenario(host, r["lock"], r["threads"], warmup_s + c["seconds"], c["cs_ns"], c["think_ns"],
-                               seed, c["host_scheduler"], c["pin"])
+                               seed, c["host_scheduler"], c["pin"], loop_cv)
                  for r in report["rows"] for seed in range(1, seeds + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):
@@ -541,6 +554,8 @@ def table(report: dict) -> str:
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
     calibration = report["bench_ns_per_iteration"]
+    jitter = report.get("bench_loop_cv")
     lines.append(f"load average before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; busy-loop "
-                 f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration")
+                 f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration"
+                 + (f", jitter (CV) {min(jitter):.3f}-{max(jitter):.3f}" if jitter else ""))
     return "\n".join(lines)

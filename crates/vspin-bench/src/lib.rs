@@ -226,6 +226,9 @@ pub struct Report {
     pub uncontended_ns: BTreeMap<String, f64>,
     /// The busy loops' calibration: ns per iteration (their lengths follow from it).
     pub ns_per_iteration: f64,
+    /// The busy loops' jitter: the coefficient of variation of one thread's critical section
+    /// plus think time, run alone (see `Work::loop_cv`); host mode simulates loops this jittery.
+    pub loop_cv: f64,
 }
 
 /// Cores available to this process.
@@ -237,6 +240,7 @@ pub fn cores() -> usize {
 pub fn run(config: &Config) -> Result<Report, String> {
     config.validate()?;
     let work = Work::calibrate();
+    let loop_cv = work.loop_cv(config.cs_ns, config.think_ns);
     let mut uncontended_ns = BTreeMap::new();
     let mut results = Vec::new();
     for lock in &config.locks {
@@ -250,7 +254,7 @@ pub fn run(config: &Config) -> Result<Report, String> {
         }
     }
     let ns_per_iteration = work.ns_per_iteration;
-    Ok(Report { machine: MachineInfo { cores: cores() }, config: config.clone(), results, uncontended_ns, ns_per_iteration })
+    Ok(Report { machine: MachineInfo { cores: cores() }, config: config.clone(), results, uncontended_ns, ns_per_iteration, loop_cv })
 }
 
 /// Run a JSON [`Config`]; the report as JSON, or an error naming the bad field.
@@ -285,7 +289,54 @@ impl Work {
     fn iterations(&self, ns: u64) -> u64 {
         (ns as f64 / self.ns_per_iteration).round() as u64
     }
+
+    /// The coefficient of variation of one iteration's work (the critical section's loop, then the
+    /// think time's), each iteration timed alone on this thread: the median over
+    /// [`JITTER_WINDOWS`] windows of [`JITTER_SAMPLES`] iterations, since one window can fall on
+    /// a moment when the machine (a virtual one, shared) runs the loop slower throughout. An
+    /// iteration longer than twice the window's median was interrupted: host mode simulates
+    /// interruptions apart (the cost table's `interruptions`), so it is left out. What remains is
+    /// the loops' own variation (frequency, caches, the sibling thread), a few percent on the
+    /// development machines, plus the clock's resolution (10 ns on them: about 1.4% of a 300 ns
+    /// iteration).
+    fn loop_cv(&self, cs_ns: u64, think_ns: u64) -> f64 {
+        let (cs, think) = (self.iterations(cs_ns).max(1), self.iterations(think_ns));
+        let mut x = 0u64;
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut cvs: Vec<f64> = (0..JITTER_WINDOWS)
+            .map_while(|_| {
+                let mut lengths = Vec::with_capacity(JITTER_SAMPLES);
+                let mut before = Instant::now();
+                while lengths.len() < JITTER_SAMPLES && before < deadline {
+                    spin(&mut x, cs);
+                    spin(&mut x, think);
+                    let after = Instant::now();
+                    lengths.push((after - before).as_nanos() as f64);
+                    before = after;
+                }
+                (!lengths.is_empty()).then(|| trimmed_cv(lengths))
+            })
+            .collect();
+        black_box(x);
+        cvs.sort_by(f64::total_cmp);
+        cvs[cvs.len() / 2]
+    }
 }
+
+/// The coefficient of variation of `lengths` without those longer than twice their median.
+fn trimmed_cv(mut lengths: Vec<f64>) -> f64 {
+    lengths.sort_by(f64::total_cmp);
+    let median = lengths[lengths.len() / 2];
+    lengths.retain(|&l| l <= 2.0 * median);
+    let n = lengths.len() as f64;
+    let mean = lengths.iter().sum::<f64>() / n;
+    (lengths.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n).sqrt() / mean
+}
+
+/// Windows timed for [`Work::loop_cv`], within 200 ms.
+const JITTER_WINDOWS: usize = 9;
+/// Iterations per window of [`Work::loop_cv`].
+const JITTER_SAMPLES: usize = 20_000;
 
 /// `n` dependent increments the compiler cannot fold. Never inlined: inlined, its code (and so
 /// its speed) depended on the caller, and a critical section calibrated at 1000 ns took 600 ns
@@ -450,6 +501,14 @@ mod tests {
         (1..=100).for_each(|ns| h.record(Duration::from_nanos(ns)));
         assert_eq!(h.quantile(0.99), Some(96), "99 falls in the bucket 96..100");
         assert_eq!(Histogram::default().quantile(0.99), None);
+    }
+
+    #[test]
+    fn the_loops_jitter_leaves_interruptions_out() {
+        // 300 ± 30 ns: a CV of 0.1; the 5 µs interruption would triple it.
+        let mut lengths: Vec<f64> = (0..1000).map(|i| if i % 2 == 0 { 270.0 } else { 330.0 }).collect();
+        lengths.push(5000.0);
+        assert!((trimmed_cv(lengths) - 0.1).abs() < 1e-9);
     }
 
     #[test]
