@@ -1,6 +1,8 @@
 import json
+import math
 
 import duckdb
+import pandas as pd
 import pytest
 
 import vspin
@@ -93,6 +95,7 @@ def test_the_sweep_command_prints_stores_and_resumes(small, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "units/s" in out and "8 rows: 4 runs now, 0 from the store" in out
+    assert "over 2 seeds (95% interval of the mean, Student's t)" in out
     assert main(args) == 0
     assert "8 rows: 0 runs now, 4 from the store" in capsys.readouterr().out
     assert (tmp_path / "runs.csv").read_text().startswith("vm.*.lock,seed,vm,lock,")
@@ -100,6 +103,24 @@ def test_the_sweep_command_prints_stores_and_resumes(small, tmp_path, capsys):
     assert "needs at least one" in capsys.readouterr().err
     assert main(["sweep", str(scenario), "--grid", "seed=1", "--grid", "seed=2"]) == 2
     assert "given twice" in capsys.readouterr().err
+
+
+def test_over_seeds_gives_each_points_mean_interval_and_range():
+    df = pd.DataFrame({
+        "vm.0.pin": [[0, 1]] * 3 + [[1, 0]],
+        "seed": [1, 2, 3, 1],
+        "vm": ["a"] * 4, "lock": ["ticket"] * 4,
+        "throughput_per_s": [1.0, 2.0, 3.0, 5.0],
+    })
+    summary = vspin.over_seeds(df)
+    assert list(summary.columns) == ["vm.0.pin", "vm", "lock", "seeds", "mean", "ci95", "min", "max"]
+    three, one = summary.iloc[0], summary.iloc[1]
+    assert three["vm.0.pin"] == [0, 1] and three.seeds == 3 and three["mean"] == 2.0
+    # Sample standard deviation 1, Student's t for 2 degrees of freedom.
+    assert three.ci95 == pytest.approx(4.303 / math.sqrt(3)) and (three["min"], three["max"]) == (1.0, 3.0)
+    assert one.seeds == 1 and math.isnan(one.ci95), "one seed has no interval"
+    with pytest.raises(vspin.ScenarioError, match="no seed column"):
+        vspin.over_seeds(df.drop(columns="seed"))
 
 
 def test_a_dask_cluster_gives_the_same_rows(small):

@@ -21,10 +21,11 @@ Run a scenario over a grid of settings, on local processes or a Dask cluster, wi
 kept in a DuckDB file as it finishes (run it again to resume)::
 
     df = vspin.sweep(path, {"vm.*.lock": ["ticket", "tas"], "seed": [1, 2, 3]}, store="runs.duckdb")
+    vspin.over_seeds(df)   # per lock and VM: mean over the seeds, its 95% interval, min, max
 """
 
 from vspin.result import Result
 from vspin.scenario import ScenarioError, load_scenario, run, validate
-from vspin.sweeps import sweep
+from vspin.sweeps import over_seeds, sweep
 
-__all__ = ["Result", "ScenarioError", "load_scenario", "run", "sweep", "validate"]
+__all__ = ["Result", "ScenarioError", "load_scenario", "over_seeds", "run", "sweep", "validate"]

@@ -232,9 +232,35 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     rows = [[str(v) for v in row] + [f"{units:,.0f}"]
             for row, units in zip(df[columns].itertuples(index=False), df["throughput_per_s"])]
     print("\n".join(_table([*columns, "units/s"], rows, left=len(columns))))
+    if len(grid.get("seed", [])) > 1:
+        _print_over_seeds(df)
     stored = f"; store: {args.store}" if args.store else ""
     print(f"{len(df)} rows: {df.attrs['ran']} runs now, {df.attrs['reused']} from the store{stored}")
     return 0
+
+
+#: Seeds whose extremes differ by more than this share of the mean disagree: the run is
+#: chaotic there (a convoy that forms on some seeds only), and its mean needs many seeds.
+SEEDS_DISAGREE = 0.5
+
+
+def _print_over_seeds(df) -> None:
+    """The sweep's throughput over its seeds: mean, 95% interval, range; and a warning where the
+    seeds disagree."""
+    from vspin.result import _table
+    from vspin.sweeps import over_seeds
+
+    summary = over_seeds(df)
+    keys = list(summary.columns[:list(summary.columns).index("seeds")])
+    rows = [[str(v) for v in row[:len(keys)]] + [f"{row.mean:,.0f}", f"± {row.ci95:,.0f}", f"{row.min:,.0f}", f"{row.max:,.0f}"]
+            for row in summary.itertuples(index=False)]
+    print(f"\nover {summary.seeds.max()} seeds (95% interval of the mean, Student's t):")
+    print("\n".join(_table([*keys, "mean units/s", "95%", "min", "max"], rows, left=len(keys))))
+    chaotic = summary[(summary["max"] - summary["min"]) > SEEDS_DISAGREE * summary["mean"]]
+    if len(chaotic):
+        print(f"{len(chaotic)} of {len(summary)} rows: the seeds disagree by more than {SEEDS_DISAGREE:.0%} of the mean "
+              "(a chaotic run, such as a convoy that forms on some seeds only: docs/mechanisms/pticket.md); "
+              "more seeds or longer runs narrow the interval")
 
 
 def build_parser() -> argparse.ArgumentParser:

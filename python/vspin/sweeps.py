@@ -38,7 +38,9 @@ For example (keep the connection in a variable while you use a result: a relatio
 
 The returned DataFrame has one row per point and VM: the grid's paths as columns (in grid
 order), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
-count the points run now and those found in the store.
+count the points run now and those found in the store. With ``seed`` in the grid,
+``over_seeds(df)`` gives each point's mean over the seeds, its 95% interval and its range (what
+``vspin sweep`` prints after the table).
 """
 
 from __future__ import annotations
@@ -166,6 +168,41 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
     df = pd.concat(frames, ignore_index=True)
     df.attrs.update(ran=len(todo), reused=reused)
     return df
+
+
+#: Student's t at 97.5% for 1..30 degrees of freedom (any table of it): the half-width of a 95%
+#: interval of a mean over n seeds is t[n - 2] × s / √n; past 30, the normal 1.96.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+         2.042)
+
+
+def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's throughput summarised over its seeds: one row per point of the grid's other paths
+    and VM, with ``seeds`` (how many), ``mean``, ``ci95`` (half-width of the 95% interval of the
+    mean, Student's t; NaN for one seed), ``min`` and ``max`` work units per second.
+
+    A single seed is one draw of a process that can be chaotic: an over-committed FIFO lock may
+    fall into a convoy or stay out of one for a whole run (``docs/mechanisms/pticket.md``), so the
+    spread over seeds is part of the answer."""
+    if "seed" not in df.columns:
+        raise ScenarioError("over_seeds: the sweep has no seed column; add seed to its grid, e.g. {'seed': [1, 2, 3]}")
+    axes = [c for c in df.columns[:list(df.columns).index("vm")] if c != "seed"]
+    keys = [*axes, "vm", "lock"]
+    # Grid values may be lists (pin lists), which pandas cannot group by: group by their text.
+    groups: dict[tuple, tuple[list, list[float]]] = {}
+    for row in df[keys + ["throughput_per_s"]].itertuples(index=False):
+        values = list(row[:-1])
+        groups.setdefault(tuple(map(repr, values)), (values, []))[1].append(row[-1])
+    rows = []
+    for values, units in groups.values():
+        n, mean = len(units), sum(units) / len(units)
+        half = float("nan")
+        if n > 1:
+            sd = (sum((u - mean) ** 2 for u in units) / (n - 1)) ** 0.5
+            half = (T_975[n - 2] if n <= 31 else 1.96) * sd / n ** 0.5
+        rows.append([*values, n, mean, half, min(units), max(units)])
+    return pd.DataFrame(rows, columns=[*keys, "seeds", "mean", "ci95", "min", "max"])
 
 
 class Store:
