@@ -32,8 +32,9 @@ fn scenario() -> impl Strategy<Value = String> {
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),
         (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>()),
+        prop::sample::select(vec!["", ", durations = \"fixed\"", ", durations = \"fixed\", jitter = 0.05"]),
     )
-        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background))| {
+        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background), durations)| {
             let pcpus = sockets * cores;
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
@@ -51,7 +52,7 @@ fn scenario() -> impl Strategy<Value = String> {
                 t += &format!(
                     "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
-                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot} }}\n"
+                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n"
                 );
             }
             t
