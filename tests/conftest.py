@@ -10,6 +10,11 @@ def examples() -> Path:
     return ROOT / "examples"
 
 
+@pytest.fixture
+def docs() -> Path:
+    return ROOT / "docs"
+
+
 SMALL = """
 name = "small"
 seed = 5

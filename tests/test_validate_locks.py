@@ -201,7 +201,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     assert [r["predicted_runs"] for r in again["rows"]] == [r["predicted_runs"][:2] for r in report["rows"]]
 
 
-def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
+def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     out = str(tmp_path / "x.json")
     assert main(["validate-locks", "--locks", "std", "--json", out]) == 2
     err = capsys.readouterr().err
@@ -230,6 +230,10 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "not a validate-locks report" in capsys.readouterr().err
     assert main(["validate-locks", "--measured", str(tmp_path / "report.json"), "--threads", "1,2", "--json", out]) == 2
     assert "--threads: fixed by the report" in capsys.readouterr().err
+    stored = json.loads((docs / "validation-report-latency.json").read_text())
+    (tmp_path / "jitter.json").write_text(json.dumps({**stored, "bench_loop_cv": ["5%"]}))
+    assert main(["validate-locks", "--measured", str(tmp_path / "jitter.json"), "--json", out]) == 2
+    assert "bench_loop_cv" in capsys.readouterr().err
     (tmp_path / "list.json").write_text("[1, 2]")
     assert main(["validate-locks", "--costs", str(tmp_path / "list.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err

@@ -420,6 +420,10 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         raise ValidationError(f"--measured: config.seeds {config['seeds']!r} is not a positive integer")
     if config["pin"] not in PINS:
         raise ValidationError(f"--measured: config.pin {config['pin']!r} is not one of {', '.join(PINS)}")
+    loop_cv = measured.get("bench_loop_cv")
+    if loop_cv is not None and not (isinstance(loop_cv, list) and loop_cv and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in loop_cv)):
+        raise ValidationError(f"--measured: bench_loop_cv {loop_cv!r} is not a non-empty list of numbers >= 0")
     report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration", "bench_loop_cv")
                  if k in measured},
               "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}

@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_loops_jitter_leaves_interruptions_out() {
-        // 300 ± 30 ns: a CV of 0.1; the 5 µs interruption would triple it.
+        // 300 ± 30 ns: a CV of 0.1; counted, the 5 µs interruption would make it 0.5.
         let mut lengths: Vec<f64> = (0..1000).map(|i| if i % 2 == 0 { 270.0 } else { 330.0 }).collect();
         lengths.push(5000.0);
         assert!((trimmed_cv(lengths) - 0.1).abs() < 1e-9);
