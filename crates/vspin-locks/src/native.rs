@@ -86,7 +86,7 @@ use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The most threads that hold a CPU id at once. Each id costs its per-CPU words and wake word
-/// (about 20 bytes), and an unlock that kicks scans `MAX_CPUS / 64` mask words. Under `loom`
+/// (256 bytes: two padded lines), and an unlock that kicks scans `MAX_CPUS / 64` mask words. Under `loom`
 /// models, which run at most a few threads, the machine is kept tiny to keep executions cheap.
 #[cfg(not(loom))]
 pub const MAX_CPUS: usize = 1024;
@@ -107,8 +107,10 @@ const IDLE: u32 = 0;
 const KICKED: u32 = 1;
 const SLEEPING: u32 = 2;
 
-/// One CPU's wake word. Under `loom` the futex system calls are modelled with a mutex and a
-/// condition variable that give `FUTEX_WAIT` its atomic "sleep only if the word still holds".
+/// One CPU's wake word, on cache lines of its own (see [`PerCpuRow`]). Under `loom` the futex
+/// system calls are modelled with a mutex and a condition variable that give `FUTEX_WAIT` its
+/// atomic "sleep only if the word still holds".
+#[repr(align(128))]
 struct WakeWord {
     state: AtomicU32,
     #[cfg(loom)]
@@ -189,15 +191,24 @@ impl WakeWord {
     }
 }
 
+/// One CPU's per-CPU words, on cache lines no other CPU's words share, as the kernel's are: each
+/// CPU's per-CPU area is its own memory, and the qspinlock nodes are `DEFINE_PER_CPU_ALIGNED`.
+/// Packed (40 bytes a row), two CPUs' MCS nodes shared a line, so a queued waiter's writes to
+/// its node took the line from its neighbour; the simulator, whose words are lines of their own,
+/// never paid that. 128 bytes rather than 64: x86's spatial prefetcher fetches lines in pairs
+/// (the padding of crossbeam's `CachePadded`).
+#[repr(align(128))]
+struct PerCpuRow([AtomicU64; PerCpuSlot::COUNT]);
+
 /// The kernel's per-CPU data for threads: CPU-id registry, per-CPU slots, wake words, CPU masks.
 pub struct Machine {
-    per_cpu: [[AtomicU64; PerCpuSlot::COUNT]; MAX_CPUS],
+    per_cpu: [PerCpuRow; MAX_CPUS],
     wake: [WakeWord; MAX_CPUS],
     masks: [[AtomicU64; MASK_WORDS]; CpuMask::COUNT],
     /// Bit `i` set: CPU id `i` belongs to a live thread.
     taken: [AtomicU64; MASK_WORDS],
     /// Per-CPU slots and mask word of [`OVERFLOW_CPU`], shared by all overflow threads.
-    overflow_slots: [AtomicU64; PerCpuSlot::COUNT],
+    overflow_slots: PerCpuRow,
     overflow_mask: AtomicU64,
     /// The PV qspinlock's lock → node hash table (`pv_lock_hash`).
     pv_lock_hash: [AtomicU64; PV_LOCK_HASH_WORDS],
@@ -214,11 +225,11 @@ impl Machine {
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Machine {
-            per_cpu: [const { [const { AtomicU64::new(0) }; PerCpuSlot::COUNT] }; MAX_CPUS],
+            per_cpu: [const { PerCpuRow([const { AtomicU64::new(0) }; PerCpuSlot::COUNT]) }; MAX_CPUS],
             wake: [const { WakeWord::IDLE }; MAX_CPUS],
             masks: [const { [const { AtomicU64::new(0) }; MASK_WORDS] }; CpuMask::COUNT],
             taken: [const { AtomicU64::new(0) }; MASK_WORDS],
-            overflow_slots: [const { AtomicU64::new(0) }; PerCpuSlot::COUNT],
+            overflow_slots: PerCpuRow([const { AtomicU64::new(0) }; PerCpuSlot::COUNT]),
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: [const { AtomicU64::new(0) }; PV_LOCK_HASH_WORDS],
             spin_cap: u64::MAX,
@@ -230,11 +241,11 @@ impl Machine {
     pub fn new() -> Self {
         use std::array::from_fn;
         Machine {
-            per_cpu: from_fn(|_| from_fn(|_| AtomicU64::new(0))),
+            per_cpu: from_fn(|_| PerCpuRow(from_fn(|_| AtomicU64::new(0)))),
             wake: from_fn(|_| WakeWord::new()),
             masks: from_fn(|_| from_fn(|_| AtomicU64::new(0))),
             taken: from_fn(|_| AtomicU64::new(0)),
-            overflow_slots: from_fn(|_| AtomicU64::new(0)),
+            overflow_slots: PerCpuRow(from_fn(|_| AtomicU64::new(0))),
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: from_fn(|_| AtomicU64::new(0)),
             spin_cap: u64::MAX,
@@ -390,8 +401,8 @@ impl Platform for Native {
     #[inline]
     fn per_cpu(&self, cpu: CpuId, slot: PerCpuSlot) -> &AtomicU64 {
         match self.machine.per_cpu.get(cpu as usize) {
-            Some(row) => &row[slot as usize],
-            None => &self.machine.overflow_slots[slot as usize],
+            Some(row) => &row.0[slot as usize],
+            None => &self.machine.overflow_slots.0[slot as usize],
         }
     }
 
@@ -582,7 +593,7 @@ mod tests {
         let p = Native::on(&M);
         assert_eq!(p.cpu(), OVERFLOW_CPU);
         block_on(p.halt()); // a yield, not a sleep nobody would end
-        assert!(std::ptr::eq(p.per_cpu(OVERFLOW_CPU, PerCpuSlot::PvWaitLock), &M.overflow_slots[0]));
+        assert!(std::ptr::eq(p.per_cpu(OVERFLOW_CPU, PerCpuSlot::PvWaitLock), &M.overflow_slots.0[0]));
     }
 
     #[test]
