@@ -118,62 +118,48 @@ fn host_interruptions_stop_the_running_vcpu_in_place() {
     assert!(a < 0.95 * b, "interrupted vCPUs work less: {a:.0}/s against {b:.0}/s");
 }
 
+/// A lock benchmark's loop (hold 100 ns, think 200 ns, one TAS lock) on `vcpus` vCPUs, one per
+/// pCPU, 10 ms; `durations` are the workload keys that say how the lengths vary.
+fn benchmark_loop(vcpus: u32, durations: &str) -> Scenario {
+    Scenario::from_toml(&format!(
+        r#"
+        duration_ms = 10
+        [host]
+        cores_per_socket = {vcpus}
+        [[vm]]
+        name = "bench"
+        vcpus = {vcpus}
+        pin = "1:1"
+        lock = "tas"
+        workload = {{ preset = "kernbench", locks = 1, think_ns = 200, cs_ns = 100, block_probability = 0.0,
+                      shootdown_probability = 0.0, {durations} }}
+        "#
+    ))
+    .unwrap()
+}
+
 #[test]
 fn fixed_durations_make_an_uncontended_loop_exactly_periodic() {
-    let scenario = |durations: &str| {
-        Scenario::from_toml(&format!(
-            r#"
-            duration_ms = 10
-            [host]
-            cores_per_socket = 1
-            [[vm]]
-            name = "bench"
-            vcpus = 1
-            lock = "tas"
-            workload = {{ preset = "kernbench", locks = 1, think_ns = 200, cs_ns = 100, block_probability = 0.0,
-                          shootdown_probability = 0.0, durations = "{durations}" }}
-            "#
-        ))
-        .unwrap()
-    };
-    let fixed = run(&scenario("fixed")).totals.acquisitions as f64;
+    let acquisitions = |durations: &str| run(&benchmark_loop(1, durations)).totals.acquisitions as f64;
+    let fixed = acquisitions(r#"durations = "fixed""#);
     // 300 ns of work per iteration plus the lock's L1 hits: a little under 10 ms / 300 ns.
     let period = 10e6 / fixed;
     assert!((300.0..310.0).contains(&period), "{period:.1} ns per iteration");
-    let again = run(&scenario("fixed")).totals.acquisitions as f64;
-    assert_eq!(fixed, again);
-    let exponential = run(&scenario("exponential")).totals.acquisitions as f64;
+    assert_eq!(fixed, acquisitions(r#"durations = "fixed""#));
+    let exponential = acquisitions(r#"durations = "exponential""#);
     assert!((exponential / fixed - 1.0).abs() < 0.05, "same means: {exponential} vs {fixed}");
     assert_ne!(exponential, fixed);
 }
 
 #[test]
 fn jitter_breaks_the_lockstep_of_fixed_loops() {
-    // Two threads with 100 ns holds and 200 ns of thinking, each on its own pCPU. With exact
-    // lengths their phases lock: here every acquisition but the first waits the same ~200 ns
-    // (with host mode's costs the lock-step is one where none waits). With the few percent of
-    // jitter that real busy loops have (`vspin bench-locks`' `loop_cv`) the phases drift, and
-    // waits of both kinds are common.
-    let scenario = |jitter: f64| {
-        Scenario::from_toml(&format!(
-            r#"
-            duration_ms = 10
-            [host]
-            cores_per_socket = 2
-            [[vm]]
-            name = "bench"
-            vcpus = 2
-            pin = "1:1"
-            lock = "tas"
-            workload = {{ preset = "kernbench", locks = 1, think_ns = 200, cs_ns = 100, block_probability = 0.0,
-                          shootdown_probability = 0.0, durations = "fixed", jitter = {jitter} }}
-            "#
-        ))
-        .unwrap()
-    };
+    // Two threads, each on its own pCPU. With exact lengths their phases lock: here every
+    // acquisition but the first waits the same ~200 ns (with host mode's costs the lock-step is
+    // one where none waits). With the few percent of jitter that real busy loops have
+    // (`vspin bench-locks`' `loop_cv`) the phases drift, and waits of both kinds are common.
     // Acquisitions per wait bucket, as shares.
     let shares = |jitter: f64| -> Vec<f64> {
-        let r = run(&scenario(jitter));
+        let r = run(&benchmark_loop(2, &format!(r#"durations = "fixed", jitter = {jitter}"#)));
         let buckets = &r.vms[0].lock_waits;
         let total: u64 = buckets.iter().map(|b| b.acquisitions).sum();
         buckets.iter().map(|b| b.acquisitions as f64 / total as f64).collect()
