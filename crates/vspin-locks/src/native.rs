@@ -86,8 +86,9 @@ use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The most threads that hold a CPU id at once. Each id costs its per-CPU words and wake word
-/// (256 bytes: two padded lines), and an unlock that kicks scans `MAX_CPUS / 64` mask words. Under `loom`
-/// models, which run at most a few threads, the machine is kept tiny to keep executions cheap.
+/// (256 bytes: two padded rows), and an unlock that kicks scans `MAX_CPUS / 64` mask words.
+/// Under `loom` models, which run at most a few threads, the machine is kept tiny to keep
+/// executions cheap.
 #[cfg(not(loom))]
 pub const MAX_CPUS: usize = 1024;
 #[cfg(loom)]
