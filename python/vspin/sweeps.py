@@ -51,6 +51,7 @@ import json
 import multiprocessing
 import os
 import re
+import statistics
 import sys
 import tomllib
 from pathlib import Path
@@ -196,11 +197,8 @@ def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
         groups.setdefault(tuple(map(repr, values)), (values, []))[1].append(row[-1])
     rows = []
     for values, units in groups.values():
-        n, mean = len(units), sum(units) / len(units)
-        half = float("nan")
-        if n > 1:
-            sd = (sum((u - mean) ** 2 for u in units) / (n - 1)) ** 0.5
-            half = (T_975[n - 2] if n <= 31 else 1.96) * sd / n ** 0.5
+        n, mean = len(units), statistics.fmean(units)
+        half = (T_975[n - 2] if n <= 31 else 1.96) * statistics.stdev(units) / n ** 0.5 if n > 1 else float("nan")
         rows.append([*values, n, mean, half, min(units), max(units)])
     return pd.DataFrame(rows, columns=[*keys, "seeds", "mean", "ci95", "min", "max"])
 
