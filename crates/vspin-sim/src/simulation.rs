@@ -140,9 +140,13 @@ impl std::fmt::Display for InvariantViolation {
 
 impl std::error::Error for InvariantViolation {}
 
-/// The least whole number of ns whose cycles at `clock_ghz` exceed `gap_cycles`.
+/// The least whole number of ns whose cycles at `clock_ghz` exceed `gap_cycles`; `u64::MAX`
+/// (no stall ever ends a PAUSE loop) when even that many ns do not.
 fn stall_exceeding(gap_cycles: u64, clock_ghz: f64) -> u64 {
     let exceeds = |n: u64| n as f64 * clock_ghz > gap_cycles as f64;
+    if !exceeds(u64::MAX) {
+        return u64::MAX;
+    }
     let mut n = (gap_cycles as f64 / clock_ghz) as u64;
     while n > 0 && exceeds(n - 1) {
         n -= 1;
@@ -932,6 +936,7 @@ mod tests {
         assert_eq!(stall_exceeding(128, 2.4), 54, "53 ns is 127.2 cycles, 54 ns is 129.6");
         assert_eq!(stall_exceeding(128, 2.0), 65, "64 ns is exactly the gap, not longer");
         assert_eq!(stall_exceeding(0, 2.4), 1);
+        assert_eq!(stall_exceeding(u64::MAX >> 1, 0.1), u64::MAX, "2^63 cycles at 0.1 GHz outlast u64 ns");
     }
 
 }
