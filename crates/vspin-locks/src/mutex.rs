@@ -52,6 +52,27 @@ pub struct NativeRaw<L>(L);
 impl<L: RawSpinLock<Native>> NativeRaw<L> {
     /// The algorithm's name (`"ticket"`, `"oticket"`, …).
     pub const NAME: &'static str = L::NAME;
+
+    /// A raw mutex around `lock`, for a lock built with other parameters than its `INIT`; wrap it
+    /// with `lock_api::Mutex::const_new`. The preemptable locks' timeout unit is the kernel's
+    /// (2^14 PAUSEs per queue position, a few hundred µs); user-space critical sections are far
+    /// shorter, so a smaller one bounds the wait behind a preempted waiter sooner:
+    ///
+    /// ```
+    /// use vspin_locks::mutex::{ConstInit, NativeRaw, PreemptableTicketMutex};
+    /// use vspin_locks::native::Native;
+    /// use vspin_locks::preemptable_ticket::PreemptableTicketLock;
+    ///
+    /// static COUNT: PreemptableTicketMutex<u64> = lock_api::Mutex::const_new(
+    ///     NativeRaw::new(PreemptableTicketLock::<Native>::INIT.with_timeout_unit(256)),
+    ///     0,
+    /// );
+    /// *COUNT.lock() += 1;
+    /// assert_eq!(*COUNT.lock(), 1);
+    /// ```
+    pub const fn new(lock: L) -> Self {
+        NativeRaw(lock)
+    }
 }
 
 // SAFETY: `L::lock` returns only once `L`'s protocol grants this thread the lock and `L::unlock`
@@ -125,13 +146,16 @@ pub type TasMutex<T> = lock_api::Mutex<NativeRaw<TasLock<Native>>, T>;
 pub type TicketMutex<T> = lock_api::Mutex<NativeRaw<TicketLock<Native>>, T>;
 /// The paravirtual ticket lock: spin 2^15 PAUSEs, then futex-wait until the unlocker kicks.
 pub type PvTicketMutex<T> = lock_api::Mutex<NativeRaw<PvTicketLock<Native>>, T>;
-/// OTICKET: distance-based spinning and early wake-ups.
+/// OTICKET: distance-based spinning and early wake-ups. The next waiter spins up to 2^34
+/// PAUSEs (minutes) before it sleeps, so with more threads than cores it burns a core behind a
+/// preempted holder, as [`LongerSpinningMutex`] does.
 pub type OTicketMutex<T> = lock_api::Mutex<NativeRaw<OTicketLock<Native>>, T>;
 /// OTICKET's opportunistic spinning alone.
 pub type OpportunisticSpinMutex<T> = lock_api::Mutex<NativeRaw<OpportunisticSpinLock<Native>>, T>;
 /// OTICKET's opportunistic wake-up alone.
 pub type OpportunisticWakeupMutex<T> = lock_api::Mutex<NativeRaw<OpportunisticWakeupLock<Native>>, T>;
-/// The PV ticket lock with the maximum threshold (2^34 PAUSEs).
+/// The PV ticket lock with the maximum threshold (2^34 PAUSEs, minutes): every waiter spins,
+/// in effect, until its turn.
 pub type LongerSpinningMutex<T> = lock_api::Mutex<NativeRaw<LongerSpinningLock<Native>>, T>;
 /// ITICKET: a per-lock threshold doubled whenever a waiter halts.
 pub type ITicketMutex<T> = lock_api::Mutex<NativeRaw<ITicketLock<Native>>, T>;
@@ -139,7 +163,9 @@ pub type ITicketMutex<T> = lock_api::Mutex<NativeRaw<ITicketLock<Native>>, T>;
 pub type PreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PreemptableTicketLock<Native>>, T>;
 /// The paravirtual preemptable ticket lock (timed-out waiters futex-wait; unlock wakes all).
 pub type PvPreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PvPreemptableTicketLock<Native>>, T>;
-/// The queued spinlock (qspinlock): pending bit, then an MCS queue of per-CPU nodes.
+/// The queued spinlock (qspinlock): pending bit, then an MCS queue of per-CPU nodes. As the
+/// kernel's `queued_spin_trylock`, `try_lock` fails while anyone is pending or queued, even at
+/// the instant the lock itself is free (as do the two PV variants').
 pub type QueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<QueuedSpinLock<Native>>, T>;
 /// The paravirtual queued spinlock: lock stealing, queue nodes and head futex-wait, the unlocker
 /// wakes the one hashed head.

@@ -17,8 +17,8 @@
 //!
 //! A [`Machine`] is the kernel's per-CPU data: [`MAX_CPUS`] rows of per-CPU slots, one wake word
 //! per CPU, the machine-wide CPU masks, and the registry of which CPU ids are taken. A thread
-//! claims the lowest free id the first time a lock asks for its CPU (only the halting slow paths
-//! do) and gives it back when it exits, so ids are reused. Real code uses the one process-wide
+//! claims the lowest free id the first time a lock asks for its CPU (only the slow paths that
+//! halt or queue on per-CPU nodes do) and gives it back when it exits, so ids are reused. Real code uses the one process-wide
 //! [`MACHINE`] (the [`Native::default`] platform); `loom` models build a fresh machine per
 //! execution.
 //!
@@ -43,20 +43,24 @@
 //!
 //! ## Memory orderings
 //!
-//! The algorithms were written for the sequentially consistent memory of the simulator, and
-//! every handshake in them (waiter publishes its wait then sets a flag in the lock word; unlocker
-//! updates the lock word then reads the flag and the per-CPU slots) goes through read-modify-
-//! writes of one word. So:
+//! The algorithms were written for the sequentially consistent memory of the simulator. Most
+//! handshakes in them (waiter publishes its wait then sets a flag in the lock word; unlocker
+//! updates the lock word then reads the flag and the per-CPU slots) go through read-modify-writes
+//! of one word; the pvqspinlocks' "set my state halted, then re-check `locked`" against "set
+//! `locked`, then read the state" spans two words (store buffering). So:
 //! - read-modify-writes are `SeqCst`: on x86 every locked instruction is a full barrier anyway,
 //!   so `SeqCst` costs the same as `AcqRel`, and a single total order keeps the reasoning that of
 //!   the simulator;
-//! - loads are `Acquire` (a spinning waiter that sees the lock handed over must see the previous
-//!   holder's writes); on x86 this is the same plain `mov` as `SeqCst`;
+//! - loads are `SeqCst`, so that a load after a read-modify-write of another word is in that
+//!   total order (the two-word handshakes need it; an `Acquire` load is outside it, and Rust's
+//!   model would let both sides read the old values). On x86 and AArch64 this is the same
+//!   instruction as `Acquire` (`mov`, `ldar`);
 //! - stores are `Release` (a test-and-set unlock publishes the critical section); a `SeqCst`
 //!   store would be an `xchg`, a full barrier, on the uncontended path for no gain. Where an
-//!   algorithm needs a store ordered before a later load of another word (the kernel's
-//!   `smp_store_mb`, as in the pvqspinlocks' "set halted, then re-check `locked`"), it writes
-//!   a `swap`, which is that `xchg`, or has another read-modify-write in between.
+//!   algorithm needs a store ordered before a later access to another word, it writes a `swap`
+//!   (the kernel's `smp_store_mb`, which is that `xchg` on x86) or calls
+//!   [`Platform::smp_mb`] (a `SeqCst` fence), as `pv_kick_node` does after handing over
+//!   `locked`, where the kernel has `smp_mb__before_atomic()`.
 //!
 //! `loom` checks these orderings (see `tests/loom.rs`).
 //!
@@ -81,9 +85,9 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// The most threads that hold a CPU id at once. Each id costs its per-CPU words and wake word
 /// (256 bytes: two padded rows), and an unlock that kicks scans `MAX_CPUS / 64` mask words.
@@ -280,7 +284,9 @@ impl Machine {
         None
     }
 
-    /// Give a thread's id back; a kick still pending for it must not reach the next owner.
+    /// Give a thread's id back. A pending kick is cleared, so the next owner's first halt does not
+    /// return at once; a kick still in flight (sent to the old owner, landing after this) can
+    /// still reach the next owner, as a spurious wake-up, which every halt allows.
     fn release(&self, cpu: CpuId) {
         self.wake[cpu as usize].state.store(IDLE, Ordering::Release);
         self.taken[cpu as usize / 64].fetch_and(!(1 << (cpu % 64)), Ordering::SeqCst);
@@ -419,7 +425,7 @@ impl Platform for Native {
 
     #[inline]
     async fn load(&self, w: &AtomicU64) -> u64 {
-        w.load(Ordering::Acquire)
+        w.load(Ordering::SeqCst)
     }
 
     #[inline]
@@ -459,14 +465,19 @@ impl Platform for Native {
 
     #[inline]
     async fn compare_exchange(&self, w: &AtomicU64, old: u64, new: u64) -> Result<u64, u64> {
-        w.compare_exchange(old, new, Ordering::SeqCst, Ordering::Acquire)
+        w.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst)
+    }
+
+    #[inline]
+    fn smp_mb(&self) {
+        fence(Ordering::SeqCst);
     }
 
     #[inline]
     async fn spin_until(&self, w: &AtomicU64, until: Until, max_pauses: u64) -> SpinOutcome {
         let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap) };
         loop {
-            let v = w.load(Ordering::Acquire);
+            let v = w.load(Ordering::SeqCst);
             if until.holds(v) {
                 return SpinOutcome::Satisfied(v);
             }

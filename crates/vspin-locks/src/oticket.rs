@@ -82,9 +82,10 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> OpportunisticTicketLock<P, SP
 impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for OpportunisticTicketLock<P, SPIN, WAKE> {
     const NAME: &'static str = match (SPIN, WAKE) {
         (OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU) => "oticket",
-        (OPPORTUNISTIC_SPIN, _) => "oticket-spin-only",
-        (STOCK_SPIN, _) => "oticket-wakeup-only",
-        _ => "longer-spinning",
+        (OPPORTUNISTIC_SPIN, 1) => "oticket-spin-only",
+        (STOCK_SPIN, OPPORTUNISTIC_WAKEUP_NCPU) => "oticket-wakeup-only",
+        (LONGER_SPIN, 1) => "longer-spinning",
+        _ => panic!("only the four variants of the paper have a name: use the type aliases"),
     };
     const FIFO: bool = true;
     type Contended = u64;

@@ -2,8 +2,8 @@
 //!
 //! A lock is written once against [`Platform`] and runs wherever the platform is implemented:
 //! inside the simulator (`vspin-sim`, where every call costs simulated time, spinning is counted
-//! by Pause-Loop Exiting and freezes while the vCPU is descheduled) and, later, on real threads
-//! (atomics, a PAUSE loop and futexes).
+//! by Pause-Loop Exiting and freezes while the vCPU is descheduled) and on real threads
+//! ([`native`](crate::native): atomics, a PAUSE loop and futexes).
 //!
 //! The calls mirror the primitives the kernel code uses, so lock files read like the kernel code
 //! they model (`xadd` → [`Platform::fetch_add_field`], `set_bit` → [`Platform::fetch_or`],
@@ -156,7 +156,8 @@ pub trait Platform {
     type Word;
 
     /// This CPU: below [`Platform::nr_cpus`], except that the native platform gives threads
-    /// beyond its CPU ids one id above it, whose per-CPU data all of them share.
+    /// beyond its CPU ids [`OVERFLOW_CPU`](crate::native::OVERFLOW_CPU) (`CpuId::MAX`), whose
+    /// per-CPU data all of them share.
     fn cpu(&self) -> CpuId;
     /// How many CPUs the machine (guest) has.
     fn nr_cpus(&self) -> u32;
@@ -179,6 +180,13 @@ pub trait Platform {
     async fn fetch_and(&self, w: &Self::Word, bits: u64) -> u64;
     async fn swap(&self, w: &Self::Word, v: u64) -> u64;
     async fn compare_exchange(&self, w: &Self::Word, old: u64, new: u64) -> Result<u64, u64>;
+    /// `smp_mb()`: every access before it is ordered before every access after it, on any word.
+    /// Needed where a plain store must be seen before a later access to *another* word is made
+    /// (a store-buffering handshake); a handshake through read-modify-writes of one word needs
+    /// none. Free in the simulator, whose memory is sequentially consistent, as the kernel's
+    /// `smp_mb__before_atomic()` is free on x86, where the locked instruction after it is the
+    /// barrier.
+    fn smp_mb(&self);
 
     /// A `cpu_relax()` loop: read `w`, and while `until` does not hold, PAUSE and read again, at
     /// most `max_pauses` times. `u64::MAX` means spin until it holds.
@@ -251,13 +259,9 @@ pub trait RawSpinLock<P: Platform>: Sized {
         }
     }
 
-    /// Take the lock if that needs no waiting (`arch_spin_trylock`): true if taken. Provided
-    /// so that a lock without a trylock protocol still builds; such a lock never succeeds. Every
-    /// lock in this crate implements it (the `lock_api` adapters need it).
-    async fn try_lock(&self, p: &P) -> bool {
-        let _ = p;
-        false
-    }
+    /// Take the lock if that needs no waiting (`arch_spin_trylock`): true if taken. The
+    /// `lock_api` adapters build `Mutex::try_lock` on it.
+    async fn try_lock(&self, p: &P) -> bool;
 }
 
 #[cfg(test)]

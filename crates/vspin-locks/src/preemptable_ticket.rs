@@ -124,7 +124,7 @@ impl<const BITS: u32> Layout<BITS> {
         let ticket = Self::TAIL.get(old);
         let mut head = Self::HEAD.get(old);
         while let Some(ahead @ 1..) = Self::ahead(ticket, head) {
-            match p.spin_until(word, Until::field_eq(Self::HEAD, head).not(), ahead * timeout_unit).await {
+            match p.spin_until(word, Until::field_eq(Self::HEAD, head).not(), ahead.saturating_mul(timeout_unit)).await {
                 SpinOutcome::Satisfied(v) => head = Self::HEAD.get(v),
                 SpinOutcome::Exhausted(_) => break,
             }
@@ -162,7 +162,7 @@ pub struct PreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
 
 impl<P: Platform, const BITS: u32> PreemptableTicketLock<P, BITS> {
     /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
-    pub fn with_timeout_unit(mut self, t: u64) -> Self {
+    pub const fn with_timeout_unit(mut self, t: u64) -> Self {
         self.timeout_unit = t;
         self
     }

@@ -40,7 +40,7 @@ pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
 
 impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
     /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
-    pub fn with_timeout_unit(mut self, t: u64) -> Self {
+    pub const fn with_timeout_unit(mut self, t: u64) -> Self {
         self.timeout_unit = t;
         self
     }

@@ -46,12 +46,14 @@
 //! `pv_unhalted` is set (KVM's `kvm_arch_vcpu_runnable`). Every waker changes `*ptr` *before* it
 //! kicks, so a waiter either sees the change and does not halt, or halts and is kicked after:
 //! - a queue head halts on `locked == _Q_SLOW_VAL`; the unlocker clears `locked` and then kicks
-//!   the node it found in the hash, which is that head: the head or `pv_kick_node` hashed it
-//!   before setting `_Q_SLOW_VAL`, and only one entry per lock exists (the owner unhashes before
-//!   it releases);
-//! - a queue node halts on `state == vcpu_halted`; its predecessor sets its `locked` and then
-//!   either fails `cmpxchg(state, halted → hashed)` (the node is running and will see `locked`
-//!   before halting) or succeeds and hashes it, which makes the unlock above kick it.
+//!   the node it found in the hash, which is that head: the head hashed itself before setting
+//!   `_Q_SLOW_VAL`, or `pv_kick_node` set `_Q_SLOW_VAL` and then hashed it, which is safe
+//!   because the CPU that runs `pv_kick_node` holds the lock and is the one that will unlock it;
+//!   and only one entry per lock exists (the owner unhashes before it releases);
+//! - a queue node halts on `state == vcpu_halted`; its predecessor sets its `locked`, then (after
+//!   a full barrier: `locked` is a plain store, `state` another word) either fails
+//!   `cmpxchg(state, halted → hashed)` (the node is running and will see `locked` before
+//!   halting) or succeeds and hashes it, which makes the unlock above kick it.
 //!
 //! A head that was kicked but lost the lock to a stealer never halts again: `locked` is then 1,
 //! not `_Q_SLOW_VAL`, so its `pv_wait` returns at once and it spins until it gets the lock.
@@ -287,6 +289,10 @@ impl<P: Platform> PvQueuedSpinLock<P> {
     /// `pv_kick_node(lock, next)`, after head-ship passed to `next`: if `next` is halted, do
     /// not wake it; make it `vcpu_hashed` and hash it, so that our unlock kicks it.
     async fn kick_node(&self, p: &P, hash: &LockHash, next: CpuId) {
+        // `smp_mb__before_atomic()`: our store of `next->locked` must be seen before we read its
+        // state, or both sides could miss the other's write (it reads `locked` as 0 and halts,
+        // we read `vcpu_running` and do not hash it): a lost wake-up.
+        p.smp_mb();
         if p.compare_exchange(p.per_cpu(next, PerCpuSlot::QState), VCPU_HALTED, VCPU_HASHED).await.is_err() {
             return;
         }

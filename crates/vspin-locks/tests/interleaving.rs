@@ -142,6 +142,8 @@ impl Platform for Cpu {
             Err(seen)
         }
     }
+    /// Every step here is sequentially consistent already.
+    fn smp_mb(&self) {}
     async fn spin_until(&self, w: &usize, until: Until, max_pauses: u64) -> SpinOutcome {
         let mut left = max_pauses;
         loop {

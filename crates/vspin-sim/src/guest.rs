@@ -216,6 +216,10 @@ impl Platform for SimCpu {
         }
     }
 
+    /// The model's memory is sequentially consistent: a barrier orders nothing more, and costs
+    /// nothing (on x86 the locked instruction that follows every `smp_mb__before_atomic()` is it).
+    fn smp_mb(&self) {}
+
     async fn spin_until(&self, w: &SimWord, until: Until, max_pauses: u64) -> SpinOutcome {
         match call(Req::Spin(*w, until, max_pauses)).await {
             (value, 1) => SpinOutcome::Satisfied(value),
