@@ -63,6 +63,18 @@ def test_negative_duration_is_rejected(small):
 def test_missing_file_is_a_clear_error():
     with pytest.raises(vspin.ScenarioError, match="not found"):
         vspin.run("no/such/scenario.toml")
+    # A one-line name with an '=' is tried as TOML too; a typo there is still a missing file.
+    with pytest.raises(vspin.ScenarioError, match="scenario file not found: ple=of.toml"):
+        vspin.run("ple=of.toml")
+
+
+def test_a_setting_that_looks_like_toml_but_is_not_is_refused():
+    from vspin.scenario import parse_setting
+
+    assert parse_setting("vm.*.lock=tas") == ("vm.*.lock", "tas")
+    assert parse_setting("vm.0.pin=[0, 1]") == ("vm.0.pin", [0, 1])
+    with pytest.raises(vspin.ScenarioError, match="not valid TOML"):
+        parse_setting("vm.0.pin=[0, 1")
 
 
 def test_toml_syntax_error_is_a_scenario_error():

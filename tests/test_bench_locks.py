@@ -34,6 +34,11 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert "--threads" in capsys.readouterr().err
     assert main(["bench-locks", "--seconds", "-1", "--json", out]) == 2
     assert "--seconds" in capsys.readouterr().err
+    assert main(["bench-locks", "--seconds", "inf", "--json", out]) == 2
+    assert "--seconds" in capsys.readouterr().err
+    assert main(["bench-locks", "--cs-ns", str(2**64), "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--cs-ns" in err and "Traceback" not in err
     assert main(["bench-locks", "--warmup", "-1", "--json", out]) == 2
     assert "--warmup" in capsys.readouterr().err
     assert main(["bench-locks", "--pin", "1:1", "--json", out]) == 2

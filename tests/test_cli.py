@@ -147,3 +147,24 @@ def test_an_output_path_in_a_missing_directory_fails_before_the_work(examples, c
             main(args)
         assert exit.value.code == 2
         assert "the directory /no/such/dir does not exist" in capsys.readouterr().err
+
+
+def test_a_timeline_and_a_summary_in_one_file_are_refused(examples, tmp_path, capsys):
+    path = str(tmp_path / "both.json")
+    assert main(["run", str(examples / "overcommit-2x.toml"), "--timeline", path, "--out", path]) == 2
+    assert "--timeline and --out" in capsys.readouterr().err
+
+
+def test_reproduce_into_a_file_fails_before_any_run(tmp_path, capsys):
+    target = tmp_path / "a-file"
+    target.write_text("kept")
+    assert main(["reproduce", "all", "--quick", "--out", str(target)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert target.read_text() == "kept"
+
+
+def test_bad_counts_are_named_without_a_traceback(capsys):
+    for flag in ("--workers", "--repeat", "--seeds"):
+        with pytest.raises(SystemExit):
+            main(["validate-locks", flag, "x", "--json", "/tmp/never.json"])
+        assert "'x' is not a whole number" in capsys.readouterr().err

@@ -237,4 +237,31 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     (tmp_path / "list.json").write_text("[1, 2]")
     assert main(["validate-locks", "--costs", str(tmp_path / "list.json"), "--json", out]) == 2
     assert "--costs" in capsys.readouterr().err
+    # Options the prediction cannot take fail before the host is measured, not after the benchmark.
+    assert main(["validate-locks", "--threads", "1,512", "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and "1..=256" in err
+    assert main(["validate-locks", "--seconds", "inf", "--json", out]) == 2
+    assert "--seconds" in capsys.readouterr().err
+    # A report missing what re-predicting needs is named, not a traceback.
+    (tmp_path / "partial.json").write_text(json.dumps({**stored, "config": {k: v for k, v in stored["config"].items()
+                                                                              if k != "cs_ns"}}))
+    assert main(["validate-locks", "--measured", str(tmp_path / "partial.json"), "--json", out]) == 2
+    err = capsys.readouterr().err
+    assert "config lacks cs_ns" in err and "Traceback" not in err
+    (tmp_path / "empty.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "measured_runs": []}]}))
+    assert main(["validate-locks", "--measured", str(tmp_path / "empty.json"), "--json", out]) == 2
+    assert "measured_runs" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_predicting_a_report_again_keeps_everything_it_measured(tmp_path, docs):
+    stored = json.loads((docs / "validation-report-padded.json").read_text())
+    one = [r for r in stored["rows"] if r["threads"] == 1][:1]
+    report = {**stored, "rows": one, "config": {**stored["config"], "threads": [1], "seeds": 1}}
+    (tmp_path / "one.json").write_text(json.dumps(report))
+    out = tmp_path / "again.json"
+    assert main(["validate-locks", "--measured", str(tmp_path / "one.json"), "--workers", "1", "--json", str(out)]) == 0
+    again = json.loads(out.read_text())
+    for key in ("host_costs_replaced", "host_costs_replaced_note", "machine", "bench_loop_cv", "load_average_before"):
+        assert again[key] == stored[key], key

@@ -24,8 +24,9 @@ kept in a DuckDB file as it finishes (run it again to resume)::
     vspin.over_seeds(df)   # per lock and VM: mean over the seeds, its 95% interval, min, max
 """
 
+from vspin._core import InvariantError
 from vspin.result import Result
 from vspin.scenario import ScenarioError, load_scenario, run, validate
 from vspin.sweeps import over_seeds, sweep
 
-__all__ = ["Result", "ScenarioError", "load_scenario", "over_seeds", "run", "sweep", "validate"]
+__all__ = ["InvariantError", "Result", "ScenarioError", "load_scenario", "over_seeds", "run", "sweep", "validate"]

@@ -8,6 +8,7 @@ threads than cores); this module validates the options, shapes the report and dr
 from __future__ import annotations
 
 import json
+import math
 
 from vspin import _core
 
@@ -26,6 +27,11 @@ def lock_names() -> list[str]:
     return list(_core.bench_lock_names())
 
 
+#: The longest critical section or think time: a second of busy loop per acquisition is already
+#: far from any spinlock's use.
+MAX_LOOP_NS = 1_000_000_000
+
+
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
                 pin: str = "none") -> dict:
@@ -38,13 +44,13 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
     allowed = lock_names()
     if threads is not None and (not threads or min(threads) < 1):
         raise BenchConfigError(f"--threads: every count must be at least 1, got {threads}")
-    if not seconds > 0:
+    if not (seconds > 0 and math.isfinite(seconds)):
         raise BenchConfigError(f"--seconds: must be a positive number, got {seconds}")
-    if not warmup_s >= 0:
+    if not (warmup_s >= 0 and math.isfinite(warmup_s)):
         raise BenchConfigError(f"--warmup: must be a number >= 0, got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
-        if value < 0:
-            raise BenchConfigError(f"{name}: must be at least 0, got {value}")
+        if not 0 <= value <= MAX_LOOP_NS:
+            raise BenchConfigError(f"{name}: {value} is out of range; allowed 0..={MAX_LOOP_NS} (ns of busy loop)")
     for lock in locks or []:
         if lock not in allowed:
             raise BenchConfigError(f"--locks: unknown lock {lock!r}; allowed: {', '.join(allowed)}")
@@ -55,7 +61,10 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
         config["threads"] = threads
     if locks:
         config["locks"] = locks
-    return json.loads(_core.bench_locks_json(json.dumps(config)))
+    try:
+        return json.loads(_core.bench_locks_json(json.dumps(config)))
+    except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
+        raise BenchConfigError(str(e)) from None
 
 
 def table(report: dict) -> str:

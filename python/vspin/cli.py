@@ -7,8 +7,10 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from importlib.metadata import version
 
+from vspin._core import InvariantError
 from vspin.scenario import ScenarioError, parse_setting, run, validate
 
 
@@ -45,6 +47,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.timeline_ms is not None and not args.timeline:
         print("error: --timeline-ms: sets the window of --timeline PATH, which is not given", file=sys.stderr)
         return 2
+    if args.timeline and args.out and os.path.realpath(args.timeline) == os.path.realpath(args.out):
+        print(f"error: --timeline and --out: both name {args.out}; the summary would overwrite the timeline",
+              file=sys.stderr)
+        return 2
     window = (args.timeline_ms or TIMELINE_WINDOW_MS) if args.timeline else None
     result = run(args.scenario, _settings(args), timeline=window, seed=args.seed, duration_ms=args.duration_ms)
     if args.timeline:
@@ -70,6 +76,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(f"{path}: ok")
         except ScenarioError as e:
             print(f"{path}: error: {e}", file=sys.stderr)
+            bad += 1
+        except OSError as e:  # unreadable (permissions, a FIFO gone): the other files are still checked
+            print(f"{path}: error: cannot read it: {e.strerror or e}", file=sys.stderr)
             bad += 1
     return 2 if bad else 0
 
@@ -185,16 +194,18 @@ def _write_validation(report: dict, path: str, table) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from vspin.reproduce import UnknownExperimentError, reproduce
 
+    # The report is written after the runs: a directory that cannot hold it must fail now, not
+    # after minutes of simulation (which, without --store, would be lost).
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        with tempfile.TemporaryFile(dir=args.out):
+            pass
+    except OSError as e:
+        print(f"error: --out {args.out}: cannot write the report there: {e.strerror or e}", file=sys.stderr)
+        return 2
     try:
         docs = reproduce(args.name, "quick" if args.quick else "full", args.out, args.workers, store=args.store)
     except UnknownExperimentError as e:
@@ -292,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a key at every point, as for run")
     p.add_argument("--store", metavar="FILE.duckdb",
                    help="DuckDB file the runs are written to as they finish; run again to do only the missing points")
-    p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
+    p.add_argument("--workers", type=_positive_int, help="parallel simulation processes (default: CPU count)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="run on a Dask cluster instead, e.g. tcp://10.0.0.5:8786 (pip install '.[cluster]')")
     p.add_argument("--csv", type=_output_file, metavar="FILE", help="also write the table, one row per point and VM, every metric")
@@ -337,13 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: every simulated lock)")
-    p.add_argument("--repeat", type=_positive, default=3,
+    p.add_argument("--repeat", type=_positive_int, default=3,
                    help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
     p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")
     p.add_argument("--host-scheduler", metavar="NAME",
                    help="the kernel's scheduler: cfs, eevdf (Linux 6.8) or eevdf-6.18 (default: eevdf-6.18 from Linux 6.12, eevdf from 6.6, else cfs)")
     p.add_argument("--costs", metavar="FILE",
-                   help="host cost table from an earlier report or the host_costs example (default: measure now)")
+                   help="host cost table: an earlier validate-locks report, or the JSON that "
+                        "`cargo run --release -p vspin-bench --example host_costs` prints (default: measure now)")
     p.add_argument("--pin", default="none", metavar="PLACEMENT",
                    help="none (default: the OS scheduler places and migrates the threads) or round-robin "
                         "(thread i pinned to the i-th CPU), measured and simulated")
@@ -353,10 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "
                         "simulator change); its configuration and cost table are used")
-    p.add_argument("--seeds", type=_positive,
+    p.add_argument("--seeds", type=_positive_int,
                    help="simulation seeds per point; the prediction is their median (default 20; with "
                         "--measured: the report's)")
-    p.add_argument("--workers", type=_positive, help="parallel simulations (default: CPU count)")
+    p.add_argument("--workers", type=_positive_int, help="parallel simulations (default: CPU count)")
     p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
     p.set_defaults(func=_cmd_validate_locks)
 
@@ -364,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="experiment name, or all")
     p.add_argument("--quick", action="store_true", help="small scale that keeps the trends (CI)")
     p.add_argument("--out", default="out", help="report directory (default: out)")
-    p.add_argument("--workers", type=_positive, help="parallel simulation processes (default: CPU count)")
+    p.add_argument("--workers", type=_positive_int, help="parallel simulation processes (default: CPU count)")
     p.add_argument("--strict", action="store_true", help="exit with status 1 if any check fails")
     p.add_argument("--store", metavar="FILE.duckdb",
                    help="keep every run in this DuckDB file as it finishes and reuse the runs already there "
@@ -380,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except RuntimeError as e:
+    except InvariantError as e:
         print(f"error: the simulation broke an invariant: {e}", file=sys.stderr)
         return 3
     except BrokenPipeError:

@@ -43,6 +43,8 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
+            if "\n" not in text:  # one line: most likely a mistyped file name with an '=' in it
+                raise ScenarioError(f"scenario file not found: {text} (nor is it TOML text: {e})") from None
             raise ScenarioError(f"TOML syntax: {e}") from None
         _check_values(data, "")
         if is_path and "name" not in data:
@@ -105,7 +107,11 @@ def parse_setting(text: str) -> tuple[str, Any]:
         raise ScenarioError(f"--set {text!r}: expected PATH=VALUE, e.g. vm.*.lock=tas")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as e:
+        # A bare word is a string (`tas`); an array, table or quoted string that does not parse is
+        # a typo to report, not a string to pass on.
+        if raw.strip()[:1] in ("[", "{", '"', "'"):
+            raise ScenarioError(f"--set {text!r}: the value is not valid TOML: {e}") from None
         value = raw
     return path.strip(), value
 
@@ -169,8 +175,8 @@ def validate(scenario: Scenario, settings: dict[str, Any] | None = None, **overr
 
 def run(scenario: Scenario, settings: dict[str, Any] | None = None,
         timeline: tuple[float, float] | None = None, **overrides: Any) -> Result:
-    """Simulate a scenario. Raises ScenarioError for bad input and RuntimeError if the run
-    broke an invariant (mutual exclusion, FIFO hand-off, lost wake-up).
+    """Simulate a scenario. Raises ScenarioError for bad input and InvariantError (a
+    RuntimeError) if the run broke an invariant (mutual exclusion, FIFO hand-off, lost wake-up).
 
     ``timeline=(from_ms, to_ms)`` also records what every vCPU did in that window, as Chrome
     trace JSON in ``Result.timeline`` (open it in https://ui.perfetto.dev or chrome://tracing).

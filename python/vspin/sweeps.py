@@ -128,12 +128,13 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
           store: str | os.PathLike | None = None, workers: int | None = None, executor: Any = None,
           verbose: bool = False) -> pd.DataFrame:
     """Run ``scenario`` at every point of ``grid`` (see the module docs); ``settings`` apply to
-    every point first. Raises ScenarioError for a bad grid or point, RuntimeError if a run broke
+    every point first. Raises ScenarioError for a bad grid or point, InvariantError if a run broke
     an invariant (the runs stored before it are kept)."""
     if workers is not None and workers < 1:
         raise ScenarioError(f"workers: must be at least 1, got {workers}")
     if workers is not None and executor is not None:
-        raise ScenarioError("workers and executor: give one of them (a Dask cluster has its own workers)")
+        raise ScenarioError("workers and executor (--workers and --dask): give one of them "
+                            "(a Dask cluster has its own workers)")
     grid_points = points(grid)
     base = load_scenario(scenario, settings)
     texts = []

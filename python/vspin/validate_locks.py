@@ -38,6 +38,9 @@ from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
 
+#: The most threads a point can have: the prediction simulates them as one VM's vCPUs.
+MAX_PREDICTED_THREADS = 256
+
 #: Locks of the benchmark that are not vspin algorithms, so have no simulator model.
 BASELINES = ("std", "parking_lot", "spin-ticket")
 
@@ -319,6 +322,17 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
             raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValidationError(f"--seconds: must be a positive number, got {seconds}")
+    if not math.isfinite(warmup_s):
+        raise ValidationError(f"--warmup: must be a finite number >= 0, got {warmup_s}")
+    # The benchmark's default counts go to 8x the cores (`vspin bench-locks`); the prediction
+    # simulates each count as one VM's vCPUs. Say so now, not after the benchmark.
+    counts = threads if threads is not None else [8 * len(os.sched_getaffinity(0))]
+    if not counts or min(counts) < 1 or max(counts) > MAX_PREDICTED_THREADS:
+        given = "--threads" if threads is not None else "the default --threads (up to 8x this machine's cores)"
+        raise ValidationError(f"{given}: every count must be 1..={MAX_PREDICTED_THREADS} (one simulated VM's "
+                              f"vCPUs), got {counts}; give --threads")
     scheduler = _checked_scheduler(host_scheduler) or kernel_scheduler()
     hz = host_hz if host_hz is not None else kernel_hz()
     # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
@@ -327,6 +341,13 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     if measure_now:
         costs = measure_host_costs()
     host = host_config(costs, hz)
+    # A cost table the simulator rejects must fail before minutes of benchmark, not after.
+    for lock in locks:
+        try:
+            _core.validate_json(json.dumps(host_scenario(host, lock, max(counts), warmup_s + seconds, cs_ns,
+                                                         think_ns, 1, scheduler, pin)))
+        except ValueError as e:
+            raise ValidationError(f"the host-mode scenario of {lock} (from the cost table): {e}") from None
 
     try:
         runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin) for _ in range(repeat)]
@@ -392,6 +413,13 @@ def _check_seeds(seeds: int) -> None:
         raise ValidationError(f"--seeds: must be an integer of at least 1, got {seeds}")
 
 
+#: The configuration a report's rows were measured with, which predicting them again needs.
+REPORT_CONFIG_KEYS = ("threads", "seconds", "warmup_s", "cs_ns", "think_ns", "repeat", "host_hz")
+
+#: What `repredict` computes afresh; every other key of the report is carried over.
+PREDICTED_KEYS = ("config", "host_costs", "host", "rows", "criteria")
+
+
 def repredict(measured: dict, workers: int | None = None, host_scheduler: str | None = None,
               seeds: int | None = None) -> dict:
     """Predict again the measurements of an earlier report (after a change to the simulator), with
@@ -406,9 +434,21 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
                  **({"measured_p99_runs": list(r["measured_p99_runs"])} if "measured_p99_runs" in r else {})}
                 for r in measured["rows"]]
         hz = config["host_hz"]
+        cores = measured["machine"]["cores"]
     except (KeyError, TypeError):
-        raise ValidationError("--measured: not a validate-locks report (config, host_costs and rows with "
-                              "measured_runs are needed)") from None
+        raise ValidationError("--measured: not a validate-locks report (machine.cores, config, host_costs and "
+                              "rows with measured_runs are needed)") from None
+    missing = [k for k in REPORT_CONFIG_KEYS if k not in config]
+    if missing:
+        raise ValidationError(f"--measured: config lacks {', '.join(missing)}; a validate-locks report has "
+                              f"{', '.join(REPORT_CONFIG_KEYS)}")
+    if not isinstance(cores, int) or cores < 1:
+        raise ValidationError(f"--measured: machine.cores {cores!r} is not a positive integer")
+    for r in rows:
+        runs = r["measured_runs"]
+        if not runs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in runs):
+            raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']} threads): measured_runs "
+                                  f"{runs!r} is not a non-empty list of numbers")
     config["host_scheduler"] = _checked_scheduler(host_scheduler) or config.get("host_scheduler", "cfs")
     # Before the benchmark could pin, its threads were never pinned.
     config.setdefault("pin", "none")
@@ -424,8 +464,9 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     if loop_cv is not None and not (isinstance(loop_cv, list) and loop_cv and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in loop_cv)):
         raise ValidationError(f"--measured: bench_loop_cv {loop_cv!r} is not a non-empty list of numbers >= 0")
-    report = {**{k: measured[k] for k in ("machine", "load_average_before", "bench_ns_per_iteration", "bench_loop_cv")
-                 if k in measured},
+    # Everything else the report holds (the cost table measured after the benchmark and its drift,
+    # notes) is kept as it was: re-predicting must not lose what was measured.
+    report = {**{k: v for k, v in measured.items() if k not in PREDICTED_KEYS},
               "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
     return _with_prediction(report, workers)
 
@@ -557,9 +598,11 @@ def table(report: dict) -> str:
     for d in report.get("host_cost_drift", []):
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
-    calibration = report["bench_ns_per_iteration"]
+    calibration = report.get("bench_ns_per_iteration")
     jitter = report.get("bench_loop_cv")
-    lines.append(f"load average before: {', '.join(f'{x:.2f}' for x in report['load_average_before'])}; busy-loop "
-                 f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration"
-                 + (f", jitter (CV) {min(jitter):.3f}-{max(jitter):.3f}" if jitter else ""))
+    load = report.get("load_average_before")
+    if load and calibration:
+        lines.append(f"load average before: {', '.join(f'{x:.2f}' for x in load)}; busy-loop "
+                     f"calibration {min(calibration):.3f}-{max(calibration):.3f} ns per iteration"
+                     + (f", jitter (CV) {min(jitter):.3f}-{max(jitter):.3f}" if jitter else ""))
     return "\n".join(lines)

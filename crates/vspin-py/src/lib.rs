@@ -3,6 +3,13 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::time::Instant;
 
+pyo3::create_exception!(
+    vspin,
+    InvariantError,
+    PyRuntimeError,
+    "A run broke one of the simulator's invariants (a bug in the model); the message names it and when."
+);
+
 /// Parse and validate a scenario given as JSON; raises `ValueError` naming the field on bad input.
 #[pyfunction]
 fn validate_json(text: &str) -> PyResult<()> {
@@ -10,11 +17,11 @@ fn validate_json(text: &str) -> PyResult<()> {
 }
 
 /// Simulate a JSON scenario and return the result as JSON. Raises `ValueError` for a bad
-/// scenario and `RuntimeError` if the run broke an invariant.
+/// scenario and `InvariantError` (a `RuntimeError`) if the run broke an invariant.
 #[pyfunction]
 fn run_json(py: Python<'_>, text: &str) -> PyResult<String> {
     let sc = vspin_sim::Scenario::from_json(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let result = py.detach(|| vspin_sim::run(&sc)).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let result = py.detach(|| vspin_sim::run(&sc)).map_err(|e| InvariantError::new_err(e.to_string()))?;
     Ok(serde_json::to_string(&result).expect("results serialize"))
 }
 
@@ -29,7 +36,7 @@ fn run_json_with_timeline(py: Python<'_>, text: &str, from_ms: f64, to_ms: f64) 
     let (from, to) = ((from_ms * 1e6) as u64, (to_ms * 1e6) as u64);
     let (result, trace) = py
         .detach(|| vspin_sim::run_with_timeline(&sc, from, to))
-        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        .map_err(|e| InvariantError::new_err(e.to_string()))?;
     Ok((serde_json::to_string(&result).expect("results serialize"), trace))
 }
 
@@ -42,7 +49,7 @@ fn bench_json(py: Python<'_>, text: &str) -> PyResult<(String, f64)> {
         let r = vspin_sim::run(&sc);
         (r, t.elapsed().as_secs_f64())
     });
-    let result = result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let result = result.map_err(|e| InvariantError::new_err(e.to_string()))?;
     Ok((serde_json::to_string(&result).expect("results serialize"), secs))
 }
 
@@ -76,6 +83,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_locks_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_lock_names, m)?)?;
     m.add_function(wrap_pyfunction!(host_costs_json, m)?)?;
+    m.add("InvariantError", m.py().get_type::<InvariantError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

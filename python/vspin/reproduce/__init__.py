@@ -15,8 +15,9 @@ instance::
 
     register(PTicket())
 
-``reproduce(name, scale, out, workers)`` (the ``vspin reproduce`` command) runs it and writes
-``out/<name>/results.json``, one PNG per figure and ``index.html``.
+``reproduce(name, scale, out, workers, verbose=False, store=None)`` (the ``vspin reproduce``
+command) runs it and writes ``out/<name>/results.json``, one PNG per figure and ``index.html``;
+with ``store``, every run is kept in that DuckDB file as it finishes and reused on a rerun.
 """
 
 from vspin.reproduce.driver import reproduce
