@@ -69,7 +69,7 @@
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU};
 use crate::pv_ticket::SPIN_THRESHOLD;
 use crate::qspinlock::{
-    claim_and_pass, clear_pending, encode_tail, has_node, init_node, link_behind, queued_spin_trylock, successor,
+    claim_and_pass, clear_pending, encode_tail, has_node, init_node, last_value, link_behind, queued_spin_trylock, successor,
     xchg_tail, LOCKED, LOCKED_PENDING, LOCKED_VAL, PENDING, PENDING_VAL, TAIL,
 };
 #[cfg(not(loom))]
@@ -189,9 +189,7 @@ impl<P: Platform> PvQueuedSpinLock<P> {
             }
             // `cpu_relax(); val = atomic_read(&lock->val)`: re-reads of an unchanged word decide
             // the same, so spin until it changes.
-            val = match p.spin_until(&self.val, Until::eq(val).not(), u64::MAX).await {
-                SpinOutcome::Satisfied(v) | SpinOutcome::Exhausted(v) => v,
-            };
+            val = last_value(p.spin_until(&self.val, Until::eq(val).not(), u64::MAX).await);
         }
     }
 
