@@ -67,6 +67,25 @@ impl Sim {
         false
     }
 
+    /// `kvm_sched_yield(vcpu, dest)`, which the kick hypercall of KVM since Linux 5.13 calls right
+    /// after waking its target ("KVM: X86: Boost queue head vCPU to mitigate lock waiter
+    /// preemption", `arch/x86/kvm/x86.c`; `kernel-mechanisms.md` §3.3): unless the kicker is
+    /// alone on its pCPU (`single_task_running`), yield to the target if it is `ready` (woken,
+    /// or preempted, and waiting for a pCPU). Returns whether it yielded.
+    pub(crate) fn kvm_sched_yield(&mut self, me: u32, target: u32) -> bool {
+        let p = self.vcpus[me as usize].pcpu;
+        if self.nr_queued(p) <= 1 || target == me || self.vcpus[target as usize].host != HostState::Runnable {
+            return false;
+        }
+        if self.yield_to(me, target) <= 0 {
+            return false;
+        }
+        let index = target - self.vms[self.vcpus[me as usize].vm as usize].first_vcpu;
+        self.trace_instant(me, || format!("kick: yield to vCPU {index}"));
+        self.vcpus[me as usize].counters.directed_yields += 1;
+        true
+    }
+
     fn yield_candidate(&self, v: u32, kernel: DirectedYieldKind) -> bool {
         let vc = &self.vcpus[v as usize];
         match kernel {

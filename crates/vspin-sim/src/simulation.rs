@@ -594,6 +594,11 @@ impl Sim {
                     self.reenter_if_running(v);
                 }
             }
+            After::YieldedInHandler => {
+                let p = self.vcpus[v as usize].pcpu;
+                self.schedule(p);
+                self.reenter_if_running(v);
+            }
             After::Yield => {
                 let p = self.vcpus[v as usize].pcpu;
                 self.yield_task(p, v);
@@ -713,6 +718,15 @@ impl Sim {
                 vc.response = (0, 0);
                 vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Nothing });
                 self.kick(target);
+                if self.directed_yield == DirectedYieldKind::Kvm68
+                    && self.vcpus[v as usize].host == HostState::Running
+                    && self.kvm_sched_yield(v, target)
+                {
+                    // `schedule()` runs inside the handler; the VM entry follows only if the
+                    // vCPU keeps its pCPU.
+                    self.vcpus[v as usize].host_work =
+                        Some(HostWork { remaining: exit + hypercall, after: After::YieldedInHandler });
+                }
                 false
             }
             Req::Yield => {
@@ -893,7 +907,9 @@ pub(crate) mod test_host {
 mod tests {
     use super::stall_exceeding;
     use super::test_host::{halting_alone, host, running};
-    use crate::vcpu::{Act, HostState};
+    use super::Sim;
+    use crate::guest::Req;
+    use crate::vcpu::{Act, After, HaltReason, HostState};
 
     /// vCPU 0 alone on pCPU 1 blocks while vCPUs 1 and 2 wait on pCPU 0, having last run
     /// `ran_ago` ns before; pCPU 1's idle periods have averaged `avg_idle`. Who runs on pCPU 1?
@@ -929,6 +945,32 @@ mod tests {
         s.after_host_work(0, super::After::PleDone { yielded: true });
         assert_eq!(s.pcpus[0].curr, Some(0), "nothing else to run: picked again");
         assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_entry));
+    }
+
+    /// vCPU 0 kicks vCPU 1, halted for a lock on the same pCPU (both pinned to pCPU 0).
+    fn kick_a_halted_waiter_sharing_my_pcpu(directed_yield: &str) -> Sim {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host(&format!("directed_yield = \"{directed_yield}\""), false, vm);
+        for v in &mut s.vcpus {
+            v.se.vruntime = 0;
+        }
+        running(&mut s, 1, 0, Act::Halted(HaltReason::LockWait));
+        s.block(1);
+        running(&mut s, 0, 0, Act::Ready);
+        s.handle(0, Req::Kick(1));
+        s
+    }
+
+    #[test]
+    fn since_linux_5_13_a_kick_yields_the_kickers_pcpu_to_the_woken_waiter() {
+        let s = kick_a_halted_waiter_sharing_my_pcpu("kvm-6.8");
+        assert_eq!(s.vcpus[1].host, HostState::Runnable, "woken, waiting for the pCPU");
+        assert_eq!(s.vcpus[0].counters.directed_yields, 1);
+        assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::YieldedInHandler)));
+        assert_eq!(s.pcpus[0].next, Some(1), "CFS: the woken waiter is the next buddy");
+        let s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
+        assert_eq!(s.vcpus[0].counters.directed_yields, 0, "3.18's kick only wakes");
+        assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::Nothing)));
     }
 
     #[test]

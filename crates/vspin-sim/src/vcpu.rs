@@ -50,6 +50,8 @@ pub(crate) enum After {
     /// The halt poll ran its whole time without a wake-up: block now.
     PollEnd,
     Yield,
+    /// The handler's `yield_to` succeeded: `schedule()`, then the VM entry if still running.
+    YieldedInHandler,
 }
 
 /// Host work on the vCPU's behalf (exit handling, VM entry, context switch) that runs before the
