@@ -17,9 +17,10 @@
 //! - 3.18: `vcpu->preempted`, a vCPU descheduled while runnable. A vCPU woken from HLT (a kicked
 //!   lock waiter) that has not run yet is not one.
 //! - 6.8: `vcpu->ready`, set at a preemption **and** at a wake-up from HLT, so a kicked waiter
-//!   that waits for a pCPU is one. But a vCPU that was preempted in guest user mode is skipped
-//!   (the spinner is in kernel mode, as every PLE exit is here) unless an interrupt is pending
-//!   for it. The simulated guest is in user mode only in think time: computing outside any lock
+//!   that waits for a pCPU is one; one woken by its own timer is not until it runs (it is still
+//!   "blocking" and not `kvm_arch_dy_runnable`). And a vCPU that was preempted in guest user
+//!   mode is skipped (the spinner is in kernel mode, as every PLE exit is here) unless an
+//!   interrupt is pending for it. The simulated guest is in user mode only in think time: computing outside any lock
 //!   and outside lock, IPI, halt and guest scheduler code. Real think time is partly kernel
 //!   (system calls, page faults), so this filter skips somewhat more vCPUs than a real 6.8 host
 //!   would.
@@ -93,11 +94,16 @@ impl Sim {
             DirectedYieldKind::Kvm => vc.preempted,
             DirectedYieldKind::Kvm68 => {
                 let ready = vc.host == HostState::Runnable;
+                // `kvm_vcpu_is_blocking(vcpu) && !kvm_arch_dy_runnable(vcpu)`: a vCPU woken from
+                // HLT is still on its wait until it runs; only a kick (`pv_unhalted`) or an
+                // interrupt (`KVM_REQ_EVENT`) makes it worth a yield, not its timer, whose
+                // expiry raises `KVM_REQ_UNBLOCK` alone.
+                let woken_by_its_timer = vc.woken && !vc.pv_unhalted && vc.pending_ipis.is_empty();
                 let in_user_mode = matches!(vc.act, Act::Compute { .. })
                     && vc.held.is_none()
                     && vc.releasing.is_none()
                     && !vc.computing_in_kernel;
-                ready && !(vc.preempted && in_user_mode && vc.pending_ipis.is_empty())
+                ready && !woken_by_its_timer && !(vc.preempted && in_user_mode && vc.pending_ipis.is_empty())
             }
             DirectedYieldKind::Off => false,
         }
@@ -137,8 +143,18 @@ mod tests {
     fn a_kicked_waiter_not_yet_running_is_a_candidate_only_since_6_8() {
         let mut s = waiting_vcpu(Act::Ready, None, false);
         s.vcpus[1].woken = true;
+        s.vcpus[1].pv_unhalted = true;
         assert_eq!(candidate_for(&s), (false, true));
         assert!(!s.yield_candidate(1, DirectedYieldKind::Kvm35), "3.5: still on the halt wait queue");
+    }
+
+    #[test]
+    fn a_vcpu_woken_by_its_own_timer_is_no_candidate_until_it_runs() {
+        let mut s = waiting_vcpu(Act::Halted(crate::vcpu::HaltReason::LockWait), None, false);
+        s.vcpus[1].woken = true;
+        assert_eq!(candidate_for(&s), (false, false), "blocking, and not runnable for dy (KVM_REQ_UNBLOCK only)");
+        s.vcpus[1].pending_ipis.push(0);
+        assert_eq!(candidate_for(&s), (false, true), "an interrupt waits for it (KVM_REQ_EVENT)");
     }
 
     #[test]
