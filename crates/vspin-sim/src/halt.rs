@@ -39,13 +39,14 @@ impl Sim {
         let alone = self.nr_queued(p) == 1;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
-        vc.halt_started = now;
         let due = matches!(reason, HaltReason::Idle { wake_at } if wake_at <= now);
         if vc.pv_unhalted || !vc.pending_ipis.is_empty() || due {
+            vc.halt_started = None;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             self.handle_pending_ipis(v);
             return;
         }
+        vc.halt_started = Some(now);
         vc.halt_poll_ns = vc.halt_poll_ns.min(max_poll);
         // Only KVM's vCPU threads poll; a host thread that sleeps just blocks.
         let vcpu_thread = !self.vms[vc.vm as usize].host_threads;
@@ -155,7 +156,8 @@ impl Sim {
             return;
         }
         let vc = &mut self.vcpus[v as usize];
-        let (halted, poll) = (self.now - vc.halt_started, vc.halt_poll_ns);
+        let Some(started) = vc.halt_started.take() else { return };
+        let (halted, poll) = (self.now - started, vc.halt_poll_ns);
         vc.halt_poll_ns = if halted <= poll {
             poll
         } else if poll > 0 && halted > c.max_ns {
@@ -315,7 +317,7 @@ mod tests {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
         let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
         s.now = 1_000_000 + halted;
-        (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, 1_000_000);
+        (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, Some(1_000_000));
         s.adapt_halt_poll(0);
         s.vcpus[0].halt_poll_ns
     }
@@ -328,5 +330,19 @@ mod tests {
         assert_eq!(poll_after(160_000, 190_000), 320_000, "capped by max_ns only at the next halt");
         assert_eq!(poll_after(20_000, 300_000), 0, "halt_poll_ns_shrink = 0: a halt past max_ns resets it");
         assert_eq!(poll_after(0, 300_000), 0, "no poll and a long halt: stays off");
+    }
+
+    #[test]
+    fn a_halt_that_re_enters_at_once_leaves_the_poll_time_alone() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
+        halting_alone(&mut s, 0, 0);
+        s.vcpus[0].act = Act::Halted(HaltReason::LockWait);
+        (s.vcpus[0].pv_unhalted, s.vcpus[0].halt_poll_ns) = (true, 0);
+        s.halt_block(0);
+        assert_eq!(s.vcpus[0].halt_started, None, "kicked before it halted: no kvm_vcpu_halt");
+        s.now += s.costs.vm_entry;
+        s.halt_returns(0, HaltReason::LockWait);
+        assert_eq!(s.vcpus[0].halt_poll_ns, 0, "not grown: no halt was measured");
     }
 }

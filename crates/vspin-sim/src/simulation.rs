@@ -364,7 +364,7 @@ impl Sim {
             ple_window_ns: crate::vcpu::ple_window_ns(self.ple.window_cycles, self.costs.clock_ghz),
             ple_spun_ns: 0,
             halt_poll_ns: 0,
-            halt_started: 0,
+            halt_started: None,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],

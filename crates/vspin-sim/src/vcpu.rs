@@ -123,8 +123,10 @@ pub(crate) struct Vcpu {
     pub ple_spun_ns: u64,
     /// `vcpu->halt_poll_ns`: how long the next halt polls (adapted after each halt).
     pub halt_poll_ns: u64,
-    /// When the current halt began (after its HLT exit), for the poll's adaptation.
-    pub halt_started: Time,
+    /// When the current halt entered `kvm_vcpu_halt` (after its HLT exit), for the poll's
+    /// adaptation; `None` for a halt that re-entered at once (x86 `vcpu_block` calls
+    /// `kvm_vcpu_halt` only if the vCPU is not runnable anyway), which adapts nothing.
+    pub halt_started: Option<Time>,
     /// The guest's current computation is kernel work outside any lock (for the 6.8 directed
     /// yield's user-mode filter).
     pub computing_in_kernel: bool,
