@@ -344,6 +344,7 @@ impl Sim {
             timer_gen: 0,
             response: (0, 0),
             access_latency: 0,
+            stall_in_loop: false,
             last_read: (SimWord(u32::MAX), 0),
             se: SchedEntity {
                 vruntime: start_vruntime,
@@ -532,6 +533,9 @@ impl Sim {
             Act::Delayed { remaining, .. } => {
                 *remaining -= el;
                 vc.time.spin_ns += el;
+                if vc.stall_in_loop {
+                    vc.ple_spun_ns += el;
+                }
             }
             Act::Spin { pauses_left, .. } => {
                 let waited = el.min(vc.access_latency);
@@ -541,7 +545,7 @@ impl Sim {
                 let progress = spun * 1000 + vc.pause_carry_ps;
                 *pauses_left -= (*pauses_left).min(progress / pause_ps);
                 vc.pause_carry_ps = progress % pause_ps;
-                vc.ple_spun_ns += spun;
+                vc.ple_spun_ns += if vc.stall_in_loop { el } else { spun };
                 vc.time.spin_ns += el;
             }
             Act::Ready | Act::Halted(_) => {}
@@ -971,6 +975,26 @@ mod tests {
         let s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
         assert_eq!(s.vcpus[0].counters.directed_yields, 0, "3.18's kick only wakes");
         assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::Nothing)));
+    }
+
+    #[test]
+    fn a_stall_shorter_than_ple_gap_counts_toward_the_window_and_a_longer_one_restarts_it() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("", false, vm);
+        let w = crate::memory::SimWord(0);
+        let spin = Act::Spin { word: w, until: vspin_locks::Until::eq(0), pauses_left: 1 << 20, stale: false };
+        running(&mut s, 0, 0, spin);
+        let gap = s.costs.ple_gap_ns;
+        (s.vcpus[0].seg_start, s.vcpus[0].ple_spun_ns) = (s.now, 1000);
+        s.access_done(0, w, gap - 1);
+        s.now += gap - 1;
+        s.account(0);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 1000 + gap - 1, "the CPU's window is time since the loop's first PAUSE");
+        s.access_done(0, w, gap);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 0, "a stall longer than the gap: a new loop");
+        s.now += gap + 10;
+        s.account(0);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 10, "the new loop starts after the stall");
     }
 
     #[test]

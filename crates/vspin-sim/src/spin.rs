@@ -5,7 +5,8 @@
 //! end and the end of its PLE window. A write to the word makes every running spinner re-read
 //! it at once (the line's transfers serialize, `memory.rs`): a re-read that satisfies the
 //! condition resumes the guest, one that does not spins on, and a re-read that stalls longer than
-//! `ple_gap` starts a new PAUSE loop for PLE. A spinner that reaches its window exits
+//! `ple_gap` starts a new PAUSE loop for PLE; a shorter stall counts toward the loop's window,
+//! which the CPU measures in TSC time since the loop's first PAUSE. A spinner that reaches its window exits
 //! (VMX `handle_pause`: `grow_ple_window`, then `kvm_vcpu_on_spin`; `kernel-mechanisms.md` §4–5): the window
 //! grows and KVM looks for a vCPU to yield to.
 use crate::engine::{Event, Time};
@@ -28,7 +29,10 @@ impl Sim {
         if self.ple.policy == PlePolicy::Off {
             return budget_end;
         }
-        budget_end.min(start + vc.ple_window_ns.saturating_sub(vc.ple_spun_ns))
+        let window_left = vc.ple_window_ns.saturating_sub(vc.ple_spun_ns);
+        // A short stall counts toward the window, but the exit comes at a PAUSE, after it.
+        let ple_exit = if vc.stall_in_loop { (self.now + window_left).max(start) } else { start + window_left };
+        budget_end.min(ple_exit)
     }
 
     /// Wake every vCPU spinning on `w`: running spinners re-read it at once (their transfers
@@ -98,6 +102,7 @@ impl Sim {
             // A stall longer than `ple_gap` between two PAUSEs starts a new loop for PLE.
             vc.ple_spun_ns = 0;
         }
+        vc.stall_in_loop = vc.access_latency < self.costs.ple_gap_ns;
     }
 
     pub(crate) fn spin_check(&mut self, v: u32) {

@@ -106,6 +106,10 @@ pub(crate) struct Vcpu {
     /// Latency of the last memory access still to elapse before the guest's next action (the
     /// access itself took effect when issued; a spin that follows simply starts later).
     pub access_latency: u64,
+    /// Whether that latency is a stall shorter than `ple_gap`, which the CPU counts as part of
+    /// the PAUSE loop (its window is TSC time since the loop's first PAUSE); a longer one starts
+    /// a new loop when it ends.
+    pub stall_in_loop: bool,
     /// The word this vCPU read last and the word's write version then.
     pub last_read: (SimWord, u64),
     pub se: SchedEntity,
