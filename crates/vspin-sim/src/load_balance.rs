@@ -12,12 +12,12 @@
 //! the NOHZ idle balancer in Linux, at the same intervals, so it is checked here as if it ticked):
 //! - **Domains** (`sd_init`), lowest first, a level dropped when its span is its child's: SMT
 //!   (the core's threads; groups: single pCPUs; `imbalance_pct` 110, `cache_nice_tries` 0), MC
-//!   (the socket; groups: cores; 117, 1), DIE (all pCPUs; groups: sockets; 125, 1: sockets are
-//!   not NUMA nodes here, whose level would try twice).
+//!   (the socket; groups: cores; 117, 1), DIE (all pCPUs; groups: sockets; 125 in 3.19 and 117
+//!   on the 6.8 and 6.18 hosts, 1: sockets are not NUMA nodes here, whose level would try twice).
 //! - **When**: a domain is balanced once `balance_interval` has passed since its last balance;
 //!   the interval starts at `min_interval` = the span's pCPU count in ms, doubles up to
 //!   `max_interval` (twice that) each time the domain is found balanced, returns to the minimum
-//!   when tasks move, and is multiplied by `busy_factor` (32; 16 since Linux 5.10) while the
+//!   whenever it is found unbalanced (whether or not a vCPU could move), and is multiplied by `busy_factor` (32; 16 since Linux 5.10) while the
 //!   pCPU runs something, capped at `max_load_balance_interval` (HZ × pCPUs / 10 jiffies).
 //! - **Whether** (`find_busiest_group`): the busiest group is the one with the most runnable
 //!   vCPUs per pCPU. The domain is balanced unless that group is above the local one and the
@@ -27,10 +27,10 @@
 //!   the busiest group down to the average without lifting the local one above it, rounded to
 //!   whole vCPUs; below one vCPU, one if the busiest group is at least one vCPU per pCPU above
 //!   the local one (3.19); since 5.5 (the 6.8 host) that one moves only on a pass after a failed
-//!   one.
+//!   one, unless the pulling pCPU is idle.
 //! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
 //!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs, the
-//!   coldest first. A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
+//!   least recently picked, woken or attached first. A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
 //!   `idle_balance`: never between SMT siblings on the 6.8 host) is cache-hot and moves
 //!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
 //!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
@@ -38,7 +38,13 @@
 //! Simplifications (named, not hidden): load is the number of runnable vCPUs, not PELT's decayed
 //! average (every vCPU thread is nice 0 and a busy vCPU is always runnable); active balancing
 //! (the stopper thread pushing a *running* task) is not modelled; the balancing itself costs no
-//! simulated time.
+//! simulated time. Every pCPU balances every level of its domains, where the kernel leaves a
+//! level to one pCPU of each group (`should_we_balance`: the first idle one, else the first);
+//! that differs only for groups of several pCPUs (cores with SMT siblings, sockets). The
+//! candidates are taken from the tail of 6.8's `cfs_tasks` list on both hosts: the vCPU least
+//! recently picked, woken or attached first; 3.19's list moves no picked task to its head and
+//! is taken from its head, so there the most recently woken vCPU comes first. CFS's
+//! `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is not modelled.
 use crate::engine::Event;
 use crate::scenario::{LoadBalanceKind, SchedulerKind};
 use crate::simulation::Sim;
@@ -122,7 +128,11 @@ impl Sim {
                     d.failed = 0;
                     d.interval_ms = (d.interval_ms * 2).min(2 * min);
                 }
-                Failed => d.failed += 1,
+                // "We were unbalanced, so reset the balancing interval": moved or not.
+                Failed => {
+                    d.failed += 1;
+                    d.interval_ms = min;
+                }
                 Moved => {
                     d.failed = 0;
                     d.interval_ms = min;
@@ -156,7 +166,7 @@ impl Sim {
         if candidates.is_empty() {
             return Failed;
         }
-        candidates.sort_by_key(|&v| (self.vcpus[v as usize].se.exec_start, v));
+        candidates.sort_by_key(|&v| (self.vcpus[v as usize].se.listed_at, v));
         for &v in candidates.iter().take(n) {
             self.pull(v, src, p);
             self.check_preempt_curr(p, v);
@@ -218,7 +228,10 @@ impl Sim {
             // Since Linux 5.5 (the 6.8 EEVDF host) there is no `fix_small_imbalance`: a vCPU
             // whose load exceeds the imbalance moves only after a failed pass has halved the
             // load it must fit (`shr_bound(load, nr_balance_failed)` in `detach_tasks`).
-            if self.scheduler.is_eevdf() && d.failed == 0 {
+            // An idle pCPU's group has spare capacity, and then 6.8 counts the imbalance in
+            // tasks or utilization (`migrate_task`, `migrate_util`), which that test does not
+            // bound: it pulls at once.
+            if self.scheduler.is_eevdf() && d.failed == 0 && self.pcpus[p as usize].curr.is_some() {
                 return Some((0, busiest));
             }
             return Some((1, busiest));
@@ -261,7 +274,10 @@ impl Sim {
         }
         if n as usize > package.len() {
             let by_socket = |q: u32| (0..n).filter(|&r| socket[r as usize] == socket[q as usize]).collect();
-            levels.push(Domain::new(grouped((0..n).collect(), &by_socket), 125, 1));
+            // `sd_init`'s default `imbalance_pct`, which the machine level keeps: 125 in 3.19,
+            // 117 since 4.x (so on the 6.8 and 6.18 hosts).
+            let pct = if self.scheduler.is_eevdf() { 117 } else { 125 };
+            levels.push(Domain::new(grouped((0..n).collect(), &by_socket), pct, 1));
         }
         levels
     }
@@ -353,6 +369,49 @@ mod tests {
         // (3 against 0: an imbalance of 1.5).
         assert_eq!(moves, 2);
         assert_eq!(loads(&s), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_pass_that_finds_an_imbalance_but_moves_nothing_resets_the_interval() {
+        let mut s = sim(1, 2, 3);
+        put(&mut s, 0, 0, true, 0);
+        put(&mut s, 0, 1, false, 100_000);
+        put(&mut s, 0, 2, false, 100_000);
+        s.pcpus[1].domains[0].interval_ms = 4;
+        s.periodic_balance(1);
+        assert_eq!(loads(&s), vec![3, 0], "both cache-hot: nothing moved");
+        assert_eq!(s.pcpus[1].domains[0].interval_ms, 2, "back to min_interval, the span's 2 pCPUs");
+    }
+
+    #[test]
+    fn a_vcpu_the_balancer_moved_is_no_longer_cache_hot() {
+        let mut s = sim(1, 2, 5);
+        put(&mut s, 0, 0, true, 0);
+        for v in 1..4 {
+            put(&mut s, 0, v, false, 100_000);
+        }
+        put(&mut s, 1, 4, true, 0);
+        s.pcpus[1].domains[0].failed = 2; // past cache_nice_tries: hot vCPUs may move
+        s.periodic_balance(1);
+        let moved: Vec<u32> = s.pcpus[1].queued.iter().copied().filter(|&v| (1..4).contains(&v)).collect();
+        assert!(!moved.is_empty(), "{:?}", loads(&s));
+        for v in moved {
+            assert!(!s.task_hot(v, 1, 0), "vCPU {v}: migrate_task_rq_fair zeroes exec_start");
+        }
+    }
+
+    #[test]
+    fn the_machine_level_imbalance_pct_is_125_in_3_19_and_117_since() {
+        let pct = |scheduler: &str| {
+            let text = format!(
+                "duration_ms = 1\n[host]\nsockets = 2\ncores_per_socket = 2\n[hypervisor]\nscheduler = \"{scheduler}\"\n\
+                 [[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
+            );
+            let s = Sim::new(&Scenario::from_toml(&text).unwrap());
+            s.domains(0).iter().map(|d| d.imbalance_pct).collect::<Vec<_>>()
+        };
+        assert_eq!(pct("cfs"), [117, 125], "socket (MC), machine (DIE)");
+        assert_eq!(pct("eevdf"), [117, 117]);
     }
 
     #[test]

@@ -193,6 +193,7 @@ impl Sim {
         vc.pcpu = p;
         vc.preempted = false;
         vc.se.exec_start = now;
+        vc.se.listed_at = now;
         vc.se.prev_sum_exec = vc.se.sum_exec;
         vc.set_ple_window(crate::ple::shrink(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.ple_spun_ns = 0;
@@ -306,6 +307,7 @@ impl Sim {
             self.update_curr(p);
             return self.wakeup_preempt_eevdf(v, p);
         }
+        self.vcpus[v as usize].se.listed_at = self.now;
         let p = self.select_pcpu(v);
         self.account_idle_period(p);
         // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
@@ -415,7 +417,7 @@ impl Sim {
             .max_by_key(|&o| (self.nr_running(o), std::cmp::Reverse(o)));
         let Some(src) = busiest else { return };
         let queued = &self.pcpus[src as usize].queued;
-        let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| (self.vcpus[q as usize].se.exec_start, q)) else {
+        let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| (self.vcpus[q as usize].se.listed_at, q)) else {
             return;
         };
         self.pull(v, src, p);
@@ -437,6 +439,8 @@ impl Sim {
     /// migration; a woken vCPU placed on another pCPU is not counted as one).
     pub(crate) fn pull(&mut self, v: u32, src: u32, p: u32) {
         self.vcpus[v as usize].counters.migrations += 1;
+        // `attach_task` → `enqueue_entity` places it against an up-to-date `p`.
+        self.update_curr(p);
         // Dequeue from `src` as `dequeue_entity` does: its vruntime or lag is taken while it
         // still counts there.
         self.clear_buddies(src, v);
@@ -456,6 +460,7 @@ impl Sim {
             self.migrate(v, p);
             self.pcpus[src as usize].queued.retain(|&q| q != v);
         }
+        self.vcpus[v as usize].se.listed_at = self.now;
         self.pcpus[p as usize].queued.push(v);
     }
 
@@ -495,6 +500,7 @@ impl Sim {
         let (src, dst) = (self.pcpus[from as usize].min_vruntime, self.pcpus[p as usize].min_vruntime);
         let vc = &mut self.vcpus[v as usize];
         vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);
+        vc.se.exec_start = 0;
         vc.pcpu = p;
     }
 }

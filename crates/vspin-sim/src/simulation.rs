@@ -349,6 +349,7 @@ impl Sim {
             se: SchedEntity {
                 vruntime: start_vruntime,
                 exec_start: 0,
+                listed_at: 0,
                 sum_exec: 0,
                 prev_sum_exec: 0,
                 deadline: start_vruntime + self.costs.base_slice,

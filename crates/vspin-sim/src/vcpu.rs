@@ -64,7 +64,12 @@ pub(crate) struct HostWork {
 
 pub(crate) struct SchedEntity {
     pub vruntime: u64,
+    /// When it last started running; 0 after a migration (`migrate_task_rq_fair`: "no longer
+    /// consider this task hot").
     pub exec_start: Time,
+    /// When it last went to the head of its run queue's task list (`cfs_tasks`: picked, woken
+    /// or attached); the balancers take the least recent first, from the list's tail.
+    pub listed_at: Time,
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
     /// EEVDF: virtual deadline, `vruntime + base_slice` when the slice was granted.
