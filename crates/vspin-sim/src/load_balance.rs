@@ -29,8 +29,8 @@
 //!   the local one (3.19); since 5.5 (the 6.8 host) that one moves only on a pass after a failed
 //!   one, unless the pulling pCPU is idle.
 //! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
-//!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs, the
-//!   least recently picked, woken or attached first. A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
+//!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs in
+//!   the order of the pCPU's task list (`detach_order`). A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
 //!   `idle_balance`: never between SMT siblings on the 6.8 host) is cache-hot and moves
 //!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
 //!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
@@ -41,9 +41,10 @@
 //! simulated time. Every pCPU balances every level of its domains, where the kernel leaves a
 //! level to one pCPU of each group (`should_we_balance`: the first idle one, else the first);
 //! that differs only for groups of several pCPUs (cores with SMT siblings, sockets). The
-//! candidates are taken from the tail of 6.8's `cfs_tasks` list on both hosts: the vCPU least
-//! recently picked, woken or attached first; 3.19's list moves no picked task to its head and
-//! is taken from its head, so there the most recently woken vCPU comes first. CFS's
+//! candidates are taken in the order of the task list `cfs_tasks` (3.19: from its head, the most
+//! recently woken or attached first; 6.8: from its tail, the least recently picked, woken or
+//! attached first), but a candidate skipped as cache-hot keeps its place (the kernel moves it to
+//! the far end). CFS's
 //! `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is not modelled.
 use crate::engine::Event;
 use crate::scenario::{LoadBalanceKind, SchedulerKind};
@@ -166,7 +167,7 @@ impl Sim {
         if candidates.is_empty() {
             return Failed;
         }
-        candidates.sort_by_key(|&v| (self.vcpus[v as usize].se.listed_at, v));
+        candidates.sort_by_key(|&v| self.detach_order(v));
         for &v in candidates.iter().take(n) {
             self.pull(v, src, p);
             self.check_preempt_curr(p, v);

@@ -193,7 +193,10 @@ impl Sim {
         vc.pcpu = p;
         vc.preempted = false;
         vc.se.exec_start = now;
-        vc.se.listed_at = now;
+        if self.scheduler.is_eevdf() {
+            // `pick_next_task_fair` moves the picked task to the head of `cfs_tasks` (since 4.x).
+            vc.se.listed_at = now;
+        }
         vc.se.prev_sum_exec = vc.se.sum_exec;
         vc.set_ple_window(crate::ple::shrink(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.ple_spun_ns = 0;
@@ -417,12 +420,20 @@ impl Sim {
             .max_by_key(|&o| (self.nr_running(o), std::cmp::Reverse(o)));
         let Some(src) = busiest else { return };
         let queued = &self.pcpus[src as usize].queued;
-        let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| (self.vcpus[q as usize].se.listed_at, q)) else {
+        let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| self.detach_order(q)) else {
             return;
         };
         self.pull(v, src, p);
         self.pcpus[p as usize].idle_stamp = None;
         self.schedule(p);
+    }
+
+    /// The order in which `detach_tasks` considers the queued vCPUs, least first: from the head
+    /// of 3.19's `cfs_tasks` (the most recently woken or attached first), from the tail of the
+    /// later kernels' (the least recently picked, woken or attached first).
+    pub(crate) fn detach_order(&self, v: u32) -> (i128, u32) {
+        let listed = self.vcpus[v as usize].se.listed_at as i128;
+        (if self.scheduler.is_eevdf() { listed } else { -listed }, v)
     }
 
     /// `task_hot`, the cache-hot test of `can_migrate_task`: `v` ran on `src` within the

@@ -67,8 +67,8 @@ pub(crate) struct SchedEntity {
     /// When it last started running; 0 after a migration (`migrate_task_rq_fair`: "no longer
     /// consider this task hot").
     pub exec_start: Time,
-    /// When it last went to the head of its run queue's task list (`cfs_tasks`: picked, woken
-    /// or attached); the balancers take the least recent first, from the list's tail.
+    /// When it last went to the head of its run queue's task list (`cfs_tasks`: woken or
+    /// attached, and since 4.x picked), which orders the balancers' candidates.
     pub listed_at: Time,
     pub sum_exec: u64,
     pub prev_sum_exec: u64,
