@@ -450,12 +450,13 @@ impl Sim {
     /// migration; a woken vCPU placed on another pCPU is not counted as one).
     pub(crate) fn pull(&mut self, v: u32, src: u32, p: u32) {
         self.vcpus[v as usize].counters.migrations += 1;
-        // `attach_task` → `enqueue_entity` places it against an up-to-date `p`.
-        self.update_curr(p);
         // Dequeue from `src` as `dequeue_entity` does: its vruntime or lag is taken while it
         // still counts there.
         self.clear_buddies(src, v);
         if self.scheduler.is_eevdf() {
+            // 6.8's `enqueue_entity` runs `update_curr` before `place_entity`; 3.19's adds
+            // `min_vruntime` first (below, in `migrate`).
+            self.update_curr(p);
             self.update_curr(src);
             self.save_lag(src, v);
             self.pcpus[src as usize].queued.retain(|&q| q != v);
