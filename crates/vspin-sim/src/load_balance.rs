@@ -331,6 +331,15 @@ mod tests {
         put(s, 2, 4, true, 0);
     }
 
+    /// Two pCPUs: pCPU 0 runs a vCPU and queues two that ran 0.1 ms ago (cache-hot); pCPU 1 idle.
+    fn three_on_one_two_hot() -> Sim {
+        let mut s = sim(1, 2, 3);
+        put(&mut s, 0, 0, true, 0);
+        put(&mut s, 0, 1, false, 100_000);
+        put(&mut s, 0, 2, false, 100_000);
+        s
+    }
+
     fn loads(s: &Sim) -> Vec<usize> {
         (0..s.pcpus.len() as u32).map(|p| s.nr_running(p)).collect()
     }
@@ -350,10 +359,7 @@ mod tests {
 
     #[test]
     fn cache_hot_vcpus_move_only_after_the_domain_failed_more_than_cache_nice_tries() {
-        let mut s = sim(1, 2, 3);
-        put(&mut s, 0, 0, true, 0);
-        put(&mut s, 0, 1, false, 100_000);
-        put(&mut s, 0, 2, false, 100_000);
+        let mut s = three_on_one_two_hot();
         let mut moves = 0;
         for attempt in 0..3 {
             s.now += s.pcpus.len() as u64 * 100 * MS; // past any interval
@@ -374,10 +380,7 @@ mod tests {
 
     #[test]
     fn a_pass_that_finds_an_imbalance_but_moves_nothing_resets_the_interval() {
-        let mut s = sim(1, 2, 3);
-        put(&mut s, 0, 0, true, 0);
-        put(&mut s, 0, 1, false, 100_000);
-        put(&mut s, 0, 2, false, 100_000);
+        let mut s = three_on_one_two_hot();
         s.pcpus[1].domains[0].interval_ms = 4;
         s.periodic_balance(1);
         assert_eq!(loads(&s), vec![3, 0], "both cache-hot: nothing moved");
