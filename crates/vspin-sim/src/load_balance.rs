@@ -14,6 +14,9 @@
 //!   (the core's threads; groups: single pCPUs; `imbalance_pct` 110, `cache_nice_tries` 0), MC
 //!   (the socket; groups: cores; 117, 1), DIE (all pCPUs; groups: sockets; 125 in 3.19 and 117
 //!   on the 6.8 and 6.18 hosts, 1: sockets are not NUMA nodes here, whose level would try twice).
+//! - **Who** (`should_we_balance`): at each level one pCPU of the local group balances for it,
+//!   its first idle pCPU, else its first; another pCPU counts the level as balanced and stops
+//!   its pass there (this matters only for groups of several pCPUs: SMT cores, sockets).
 //! - **When**: a domain is balanced once `balance_interval` has passed since its last balance;
 //!   the interval starts at `min_interval` = the span's pCPU count in ms, doubles up to
 //!   `max_interval` (twice that) each time the domain is found balanced, returns to the minimum
@@ -38,10 +41,7 @@
 //! Simplifications (named, not hidden): load is the number of runnable vCPUs, not PELT's decayed
 //! average (every vCPU thread is nice 0 and a busy vCPU is always runnable); active balancing
 //! (the stopper thread pushing a *running* task) is not modelled; the balancing itself costs no
-//! simulated time. Every pCPU balances every level of its domains, where the kernel leaves a
-//! level to one pCPU of each group (`should_we_balance`: the first idle one, else the first);
-//! that differs only for groups of several pCPUs (cores with SMT siblings, sockets). The
-//! candidates are taken in the order of the task list `cfs_tasks` (3.19: from its head, the most
+//! simulated time. The candidates are taken in the order of the task list `cfs_tasks` (3.19: from its head, the most
 //! recently woken or attached first; 6.8: from its tail, the least recently picked, woken or
 //! attached first), but a candidate skipped as cache-hot keeps its place (the kernel moves it to
 //! the far end). CFS's
@@ -124,6 +124,13 @@ impl Sim {
             }
             d.last_balance = self.now;
             let min = d.span_len();
+            // `should_we_balance`: another pCPU of the local group balances this level and those
+            // above; here it counts as balanced (`out_balanced`) and the pass stops.
+            if !self.should_we_balance(p, d) {
+                d.failed = 0;
+                d.interval_ms = (d.interval_ms * 2).min(2 * min);
+                break;
+            }
             match self.load_balance(p, d) {
                 Balanced => {
                     d.failed = 0;
@@ -142,6 +149,16 @@ impl Sim {
         }
         self.pcpus[p as usize].domains = domains;
         self.q.push(self.now + self.costs.tick_ns, Event::Balance { pcpu: p });
+    }
+
+    /// Whether `p` is the pCPU of its group that balances domain `d`: the group's first idle
+    /// pCPU, or its first pCPU when none is idle (`should_we_balance`, 3.19 and 6.8; 6.8 first
+    /// prefers a pCPU whose whole core is idle, which this leaves out).
+    fn should_we_balance(&self, p: u32, d: &Domain) -> bool {
+        let local = &d.groups[0];
+        let idle = |q: u32| self.pcpus[q as usize].curr.is_none() && self.nr_queued(q) == 0;
+        let first = local.iter().copied().filter(|&q| idle(q)).min().or_else(|| local.iter().copied().min());
+        first == Some(p)
     }
 
     /// `load_balance` of domain `d` into pCPU `p`.
@@ -416,6 +433,28 @@ mod tests {
         };
         assert_eq!(pct("cfs"), [117, 125], "socket (MC), machine (DIE)");
         assert_eq!(pct("eevdf"), [117, 117]);
+    }
+
+    #[test]
+    fn one_pcpu_of_a_group_balances_for_it_the_first_idle_else_the_first() {
+        // Socket 0 (pCPUs 0, 1) runs 3 + 2 vCPUs, socket 1 (2, 3) one each, none idle: only
+        // pCPU 2, the first of its socket, balances the machine level.
+        let setup = || {
+            let mut s = sim(2, 2, 7);
+            for (p, vcpus) in [(0, 0..3), (1, 3..5), (2, 5..6), (3, 6..7)] {
+                for v in vcpus.clone() {
+                    put(&mut s, p, v, v == vcpus.start, 10 * MS);
+                }
+            }
+            s.now += 200 * MS; // past the busy interval of every level
+            s
+        };
+        let mut s = setup();
+        s.periodic_balance(3);
+        assert_eq!(loads(&s), vec![3, 2, 1, 1], "pCPU 3 leaves the machine level to pCPU 2");
+        let mut s = setup();
+        s.periodic_balance(2);
+        assert!(loads(&s)[2] > 1, "pCPU 2 pulls for its socket: {:?}", loads(&s));
     }
 
     #[test]
