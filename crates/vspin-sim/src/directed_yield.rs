@@ -1,6 +1,7 @@
-//! KVM's directed yield on a PLE exit: `kvm_vcpu_on_spin` of Linux 3.5, 3.18 and 6.8
-//! (`virt/kvm/kvm_main.c`; 3.18 and 6.8 in `kernel-mechanisms.md` §5.1 and §5.2, 3.5 read from a
-//! v3.5.0 tree, `xuguangmin/linux-3.5-for_study`).
+//! KVM's directed yield on a PLE exit: `kvm_vcpu_on_spin` of Linux 3.5, 3.18, 6.8 and 6.18
+//! (`virt/kvm/kvm_main.c`; 3.18, 6.8 and 6.18 in `kernel-mechanisms.md` §5.1–§5.3, 3.5 read from
+//! a v3.5.0 tree, `xuguangmin/linux-3.5-for_study`). 6.18 has 6.8's candidates and scans them in
+//! one wrap-around loop ([`scan_order`]).
 //!
 //! The spinning vCPU scans its VM's vCPUs in two passes starting after `last_boosted_vcpu`,
 //! skipping vCPUs that are not candidates and those failing
@@ -28,12 +29,22 @@ use crate::scenario::DirectedYieldKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HostState};
 
-/// The vCPU indices the two passes consider, in order: pass 0 after `last_boosted_vcpu`, pass 1
-/// from 0 up to it. Linux 3.5's pass 0 skips indices below `last` and then jumps past it, which
-/// skips nothing when `last` is 0: vCPU 0 then comes first (and again in pass 1).
-fn scan_order(n: i64, last: i64, kernel: DirectedYieldKind) -> impl Iterator<Item = i64> {
-    let pass_0_from = if kernel == DirectedYieldKind::Kvm35 && last == 0 { 0 } else { last + 1 };
-    (pass_0_from..n).chain(0..=last)
+/// The vCPU indices the scan considers, in order, each with what a successful yield to it
+/// records as `last_boosted_vcpu`. Up to 6.12, two passes: pass 0 after `last_boosted_vcpu`,
+/// pass 1 from 0 up to it (Linux 3.5's pass 0 skips indices below `last` and then jumps past it,
+/// which skips nothing when `last` is 0: vCPU 0 then comes first, and again in pass 1); both
+/// record the index. 6.18.2: one loop of `n` steps from `last + 1`, wrapping, that records the
+/// step `i`, not the index (fixed in a later 6.18 stable release).
+fn scan_order(n: i64, last: i64, kernel: DirectedYieldKind) -> impl Iterator<Item = (i64, i64)> {
+    let one_loop = kernel == DirectedYieldKind::Kvm618;
+    let from = if kernel == DirectedYieldKind::Kvm35 && last == 0 { 0 } else { last + 1 };
+    let pass_0 = (n - from).max(0);
+    let steps = if one_loop { n } else { pass_0 + last + 1 };
+    (0..steps).map(move |k| match (one_loop, k < pass_0) {
+        (true, _) => ((from + k).rem_euclid(n), k),
+        (false, true) => (from + k, from + k),
+        (false, false) => (k - pass_0, k - pass_0),
+    })
 }
 
 impl Sim {
@@ -42,7 +53,7 @@ impl Sim {
         let vm = self.vcpus[me as usize].vm as usize;
         let (first, n, last) = (self.vms[vm].first_vcpu, self.vms[vm].vcpus as i64, self.vms[vm].last_boosted);
         let mut tries = 3;
-        for i in scan_order(n, last, kernel) {
+        for (i, recorded) in scan_order(n, last, kernel) {
             let v = first + i as u32;
             if v == me || !self.yield_candidate(v, kernel) {
                 continue;
@@ -53,7 +64,7 @@ impl Sim {
             let r = self.yield_to(me, v);
             if r > 0 {
                 self.trace_instant(me, || format!("directed yield to vCPU {i}"));
-                self.vms[vm].last_boosted = i;
+                self.vms[vm].last_boosted = recorded;
                 self.vcpus[me as usize].counters.directed_yields += 1;
                 return true;
             }
@@ -92,7 +103,7 @@ impl Sim {
         match kernel {
             DirectedYieldKind::Kvm35 => vc.host == HostState::Runnable && !vc.woken,
             DirectedYieldKind::Kvm => vc.preempted,
-            DirectedYieldKind::Kvm68 => {
+            DirectedYieldKind::Kvm68 | DirectedYieldKind::Kvm618 => {
                 let ready = vc.host == HostState::Runnable;
                 // `kvm_vcpu_is_blocking(vcpu) && !kvm_arch_dy_runnable(vcpu)`: a vCPU woken from
                 // HLT is still on its wait until it runs; only a kick (`pv_unhalted`) or an
@@ -168,12 +179,19 @@ mod tests {
 
     #[test]
     fn the_scan_starts_after_the_last_boosted_vcpu_except_in_3_5_when_that_is_vcpu_0() {
-        let order = |last, kernel| super::scan_order(4, last, kernel).collect::<Vec<_>>();
+        let order = |last, kernel| super::scan_order(4, last, kernel).map(|(i, _)| i).collect::<Vec<_>>();
         assert_eq!(order(2, DirectedYieldKind::Kvm), [3, 0, 1, 2]);
         assert_eq!(order(2, DirectedYieldKind::Kvm35), [3, 0, 1, 2]);
         assert_eq!(order(0, DirectedYieldKind::Kvm), [1, 2, 3, 0]);
         assert_eq!(order(0, DirectedYieldKind::Kvm35), [0, 1, 2, 3, 0]);
         assert_eq!(order(3, DirectedYieldKind::Kvm68), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn linux_6_18_scans_once_around_and_records_the_step_not_the_vcpu() {
+        let scan = |last| super::scan_order(4, last, DirectedYieldKind::Kvm618).collect::<Vec<_>>();
+        assert_eq!(scan(1), [(2, 0), (3, 1), (0, 2), (1, 3)]);
+        assert_eq!(scan(3), [(0, 0), (1, 1), (2, 2), (3, 3)], "the wrap from the last vCPU");
     }
 
     #[test]

@@ -62,7 +62,7 @@ macro_rules! named_values {
 }
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618 });
-named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68 });
+named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68, "kvm-6.18" => Kvm618 });
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
@@ -328,6 +328,17 @@ pub enum DirectedYieldKind {
     /// guest user mode are not.
     #[serde(rename = "kvm-6.8")]
     Kvm68,
+    /// `kvm_vcpu_on_spin` of Linux 6.18.2 (§5.3): 6.8's candidates in one wrap-around loop that
+    /// records the loop offset, not the vCPU, as the last boosted one.
+    #[serde(rename = "kvm-6.18")]
+    Kvm618,
+}
+
+impl DirectedYieldKind {
+    /// KVM since 5.13: 6.8's candidate filters, and the kick hypercall's `kvm_sched_yield`.
+    pub(crate) fn is_modern(self) -> bool {
+        matches!(self, DirectedYieldKind::Kvm68 | DirectedYieldKind::Kvm618)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

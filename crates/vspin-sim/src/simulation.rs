@@ -723,7 +723,7 @@ impl Sim {
                 vc.response = (0, 0);
                 vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Nothing });
                 self.kick(target);
-                if self.directed_yield == DirectedYieldKind::Kvm68
+                if self.directed_yield.is_modern()
                     && self.vcpus[v as usize].host == HostState::Running
                     && self.kvm_sched_yield(v, target)
                 {

@@ -22,7 +22,7 @@ fn scenario() -> impl Strategy<Value = String> {
             "pv-qspinlock-v4.2",
         ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
         (
-            prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8"]),
+            prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8", "kvm-6.18"]),
             1u32..=2,
             1u32..=3,
             prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18"]),
