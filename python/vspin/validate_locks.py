@@ -35,6 +35,7 @@ from itertools import combinations
 
 from vspin import _core
 from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
+from vspin.experiments.pticket import BACKGROUND as PTICKET_HOST_BACKGROUND
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
 
@@ -49,7 +50,7 @@ BASELINES = ("std", "parking_lot", "spin-ticket")
 #: threads (kworkers, RCU, softirq, timers; 50 µs every 10 ms per CPU), the one the
 #: preemptable-ticket reproduction uses, and no interruptions. Without background threads nothing
 #: ever reorders the threads of a pCPU.
-HOST_BACKGROUND_ESTIMATE = {"interval_us": 10_000, "burst_us": 50}
+HOST_BACKGROUND_ESTIMATE = PTICKET_HOST_BACKGROUND
 
 #: Seeds the prediction of each point is the median of. A seed is one simulated run, as cheap as
 #: a fraction of a second, and the model's own run-to-run spread is as wide as the measured
