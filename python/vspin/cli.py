@@ -364,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(measurement_defaults={k: p.get_default(k) for k in measurement})
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "
-                        "simulator change); its configuration and cost table are used")
+                        "simulator change); its configuration and cost table are used (a report from before a "
+                        "setting existed gets the value it was measured with: seeds = repeat, host scheduler "
+                        "cfs, pin none)")
     p.add_argument("--seeds", type=_positive_int,
                    help="simulation seeds per point; the prediction is their median (default 20; with "
                         "--measured: the report's)")
