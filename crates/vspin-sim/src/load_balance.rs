@@ -312,8 +312,12 @@ mod tests {
     /// A CFS host of `pcpus` pCPUs with periodic balancing and `vcpus` unpinned vCPUs, run
     /// queues emptied for a test to fill, at 100 ms.
     fn sim(sockets: u32, pcpus: u32, vcpus: u32) -> Sim {
+        sim_on("cfs", sockets, pcpus, vcpus)
+    }
+
+    fn sim_on(scheduler: &str, sockets: u32, pcpus: u32, vcpus: u32) -> Sim {
         let text = format!(
-            "duration_ms = 1000\n[host]\nsockets = {sockets}\ncores_per_socket = {pcpus}\n[hypervisor]\nload_balance = \"periodic\"\n\
+            "duration_ms = 1000\n[host]\nsockets = {sockets}\ncores_per_socket = {pcpus}\n[hypervisor]\nscheduler = \"{scheduler}\"\nload_balance = \"periodic\"\n\
              [[vm]]\nname = \"g\"\nvcpus = {vcpus}\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
         );
         let mut s = Sim::new(&Scenario::from_toml(&text).unwrap());
@@ -455,6 +459,45 @@ mod tests {
         let mut s = setup();
         s.periodic_balance(2);
         assert!(loads(&s)[2] > 1, "pCPU 2 pulls for its socket: {:?}", loads(&s));
+    }
+
+    #[test]
+    fn candidates_leave_3_19s_list_from_its_head_and_later_lists_from_their_tail() {
+        // pCPU 0 runs vCPU 0 and queues two cold ones, vCPU 1 woken 5 ms ago and vCPU 2 1 ms ago.
+        let moved = |scheduler| {
+            let mut s = sim_on(scheduler, 1, 2, 4);
+            put(&mut s, 0, 0, true, 0);
+            for (v, ago) in [(1, 5 * MS), (2, MS)] {
+                put(&mut s, 0, v, false, 10 * MS);
+                s.vcpus[v as usize].se.listed_at = s.now - ago;
+            }
+            put(&mut s, 1, 3, true, 0);
+            s.now += 200 * MS;
+            s.periodic_balance(1);
+            [1, 2].into_iter().find(|&v| s.vcpus[v as usize].pcpu == 1).unwrap_or_else(|| panic!("{:?}", loads(&s)))
+        };
+        assert_eq!(moved("cfs"), 2, "3.19: the most recently woken first");
+        assert_eq!(moved("eevdf"), 1, "6.8: the least recently picked or woken first");
+    }
+
+    #[test]
+    fn an_idle_pcpu_on_6_8_pulls_one_vcpu_at_once_a_busy_one_after_a_failed_pass() {
+        // 2, 2, and pCPU 2: the imbalance is under one vCPU.
+        let setup = |idle: bool| {
+            let mut s = sim_on("eevdf", 1, 3, 5);
+            for (p, v) in [(0, 0), (1, 2)] {
+                put(&mut s, p, v, true, 0);
+                put(&mut s, p, v + 1, false, 10 * MS);
+            }
+            if !idle {
+                put(&mut s, 2, 4, true, 0);
+            }
+            s.now += 200 * MS;
+            s.periodic_balance(2);
+            loads(&s)[2]
+        };
+        assert_eq!(setup(true), 1, "an idle pCPU has spare capacity: migrate_task, no shr_bound");
+        assert_eq!(setup(false), 1, "a busy one waits for a failed pass: nothing moved yet");
     }
 
     #[test]
