@@ -21,10 +21,10 @@
 //!   that waits for a pCPU is one; one woken by its own timer is not until it runs (it is still
 //!   "blocking" and not `kvm_arch_dy_runnable`). And a vCPU that was preempted in guest user
 //!   mode is skipped (the spinner is in kernel mode, as every PLE exit is here) unless an
-//!   interrupt is pending for it. The simulated guest is in user mode only in think time: computing outside any lock
-//!   and outside lock, IPI, halt and guest scheduler code. Real think time is partly kernel
-//!   (system calls, page faults), so this filter skips somewhat more vCPUs than a real 6.8 host
-//!   would.
+//!   interrupt is pending for it. The simulated guest is in user mode only in think time:
+//!   computing outside any lock and outside lock, IPI, halt and guest scheduler code. Real think
+//!   time is partly kernel (system calls, page faults), so this filter skips somewhat more vCPUs
+//!   than a real 6.8 host would.
 use crate::scenario::DirectedYieldKind;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HostState};
@@ -83,10 +83,11 @@ impl Sim {
     /// after waking its target ("KVM: X86: Boost queue head vCPU to mitigate lock waiter
     /// preemption", `arch/x86/kvm/x86.c`; `kernel-mechanisms.md` §3.3): unless the kicker is
     /// alone on its pCPU (`single_task_running`), yield to the target if it is `ready` (woken,
-    /// or preempted, and waiting for a pCPU). Returns whether it yielded.
+    /// or preempted, and waiting for a pCPU: `yield_to` refuses any other). Returns whether it
+    /// yielded.
     pub(crate) fn kvm_sched_yield(&mut self, me: u32, target: u32) -> bool {
         let p = self.vcpus[me as usize].pcpu;
-        if self.nr_queued(p) <= 1 || target == me || self.vcpus[target as usize].host != HostState::Runnable {
+        if self.nr_queued(p) <= 1 || target == me {
             return false;
         }
         if self.yield_to(me, target) <= 0 {

@@ -138,12 +138,7 @@ impl Sim {
     /// `place_entity` with `PLACE_LAG`: put `v` (not yet queued) on `p` with the lag it left its
     /// last run queue with, scaled for the thread it adds, and a fresh deadline.
     pub(crate) fn place(&mut self, p: u32, v: u32) {
-        let vc = &mut self.vcpus[v as usize];
-        if vc.pcpu != p {
-            // `migrate_task_rq_fair`: a migrated thread is no longer cache-hot.
-            vc.se.exec_start = 0;
-        }
-        vc.pcpu = p;
+        self.set_task_cpu(v, p);
         let (n, _) = self.eevdf_load(p);
         let avg = self.avg_vruntime(p);
         let vlag = self.vcpus[v as usize].se.vlag as i128;

@@ -20,8 +20,9 @@
 //! - **When**: a domain is balanced once `balance_interval` has passed since its last balance;
 //!   the interval starts at `min_interval` = the span's pCPU count in ms, doubles up to
 //!   `max_interval` (twice that) each time the domain is found balanced, returns to the minimum
-//!   whenever it is found unbalanced (whether or not a vCPU could move), and is multiplied by `busy_factor` (32; 16 since Linux 5.10) while the
-//!   pCPU runs something, capped at `max_load_balance_interval` (HZ × pCPUs / 10 jiffies).
+//!   whenever it is found unbalanced (whether or not a vCPU could move), and is multiplied by
+//!   `busy_factor` (32; 16 since Linux 5.10) while the pCPU runs something, capped at
+//!   `max_load_balance_interval` (HZ × pCPUs / 10 jiffies).
 //! - **Whether** (`find_busiest_group`): the busiest group is the one with the most runnable
 //!   vCPUs per pCPU. The domain is balanced unless that group is above the local one and the
 //!   local one is below the domain's average; a busy pCPU also needs the busiest group above the
@@ -33,19 +34,18 @@
 //!   one, unless the pulling pCPU is idle.
 //! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
 //!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs in
-//!   the order of the pCPU's task list (`detach_order`). A vCPU that ran within `sysctl_sched_migration_cost` (`task_hot`, shared with
-//!   `idle_balance`: never between SMT siblings on the 6.8 host) is cache-hot and moves
+//!   the order of the pCPU's task list (`detach_order`). A vCPU that ran within
+//!   `sysctl_sched_migration_cost` (`task_hot`, shared with `idle_balance`: never between SMT
+//!   siblings on the 6.8 host) is cache-hot and moves
 //!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
 //!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
 //!
 //! Simplifications (named, not hidden): load is the number of runnable vCPUs, not PELT's decayed
 //! average (every vCPU thread is nice 0 and a busy vCPU is always runnable); active balancing
 //! (the stopper thread pushing a *running* task) is not modelled; the balancing itself costs no
-//! simulated time. The candidates are taken in the order of the task list `cfs_tasks` (3.19: from its head, the most
-//! recently woken or attached first; 6.8: from its tail, the least recently picked, woken or
-//! attached first), but a candidate skipped as cache-hot keeps its place (the kernel moves it to
-//! the far end). CFS's
-//! `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is not modelled.
+//! simulated time. A candidate skipped as cache-hot keeps its place in the task list (the kernel
+//! moves it to the far end). CFS's `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is
+//! not modelled.
 use crate::engine::Event;
 use crate::scenario::{LoadBalanceKind, SchedulerKind};
 use crate::simulation::Sim;
@@ -126,12 +126,8 @@ impl Sim {
             let min = d.span_len();
             // `should_we_balance`: another pCPU of the local group balances this level and those
             // above; here it counts as balanced (`out_balanced`) and the pass stops.
-            if !self.should_we_balance(p, d) {
-                d.failed = 0;
-                d.interval_ms = (d.interval_ms * 2).min(2 * min);
-                break;
-            }
-            match self.load_balance(p, d) {
+            let ours = self.should_we_balance(p, d);
+            match if ours { self.load_balance(p, d) } else { Balanced } {
                 Balanced => {
                     d.failed = 0;
                     d.interval_ms = (d.interval_ms * 2).min(2 * min);
@@ -145,6 +141,9 @@ impl Sim {
                     d.failed = 0;
                     d.interval_ms = min;
                 }
+            }
+            if !ours {
+                break;
             }
         }
         self.pcpus[p as usize].domains = domains;

@@ -512,7 +512,16 @@ impl Sim {
         let (src, dst) = (self.pcpus[from as usize].min_vruntime, self.pcpus[p as usize].min_vruntime);
         let vc = &mut self.vcpus[v as usize];
         vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);
-        vc.se.exec_start = 0;
-        vc.pcpu = p;
+        self.set_task_cpu(v, p);
+    }
+
+    /// `set_task_cpu`: `v` now belongs to `p`; moved from another pCPU, it is no longer
+    /// cache-hot (`migrate_task_rq_fair` zeroes `exec_start`).
+    pub(crate) fn set_task_cpu(&mut self, v: u32, p: u32) {
+        let vc = &mut self.vcpus[v as usize];
+        if vc.pcpu != p {
+            vc.se.exec_start = 0;
+            vc.pcpu = p;
+        }
     }
 }

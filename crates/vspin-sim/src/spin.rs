@@ -6,9 +6,9 @@
 //! it at once (the line's transfers serialize, `memory.rs`): a re-read that satisfies the
 //! condition resumes the guest, one that does not spins on, and a re-read that stalls longer than
 //! `ple_gap` starts a new PAUSE loop for PLE; a shorter stall counts toward the loop's window,
-//! which the CPU measures in TSC time since the loop's first PAUSE. A spinner that reaches its window exits
-//! (VMX `handle_pause`: `grow_ple_window`, then `kvm_vcpu_on_spin`; `kernel-mechanisms.md` §4–5): the window
-//! grows and KVM looks for a vCPU to yield to.
+//! which the CPU measures in TSC time since the loop's first PAUSE. A spinner that reaches its
+//! window exits (VMX `handle_pause`: `grow_ple_window`, then `kvm_vcpu_on_spin`;
+//! `kernel-mechanisms.md` §4–5): the window grows and KVM looks for a vCPU to yield to.
 use crate::engine::{Event, Time};
 use crate::memory::{Access, SimWord};
 use crate::scenario::{DirectedYieldKind, PlePolicy};
