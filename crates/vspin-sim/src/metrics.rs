@@ -10,6 +10,9 @@
 //!   another vCPU waits for that lock (once per preemption of the holder).
 //! - `lwp_events`: lock-waiter preemption: a FIFO lock is released (or free) while the waiter
 //!   next in line is descheduled while runnable (once per hand-off).
+//! - `lhp_waits`, `lwp_waits`: the same two problems as the VEE'13 authors profiled them, from
+//!   the waiter's side: a lock wait that has executed 2^10 PAUSEs is counted once, at that
+//!   moment, as `lhp_waits` if the lock is held and as `lwp_waits` if it is free (`monitor`).
 //! - `context_switches`: host switches between two different vCPU threads or from idle.
 //! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent;
 //!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
@@ -40,6 +43,8 @@ pub struct Counters {
     pub directed_yields: u64,
     pub lhp_events: u64,
     pub lwp_events: u64,
+    pub lhp_waits: u64,
+    pub lwp_waits: u64,
     pub context_switches: u64,
     pub migrations: u64,
     pub shootdowns: u64,
@@ -57,6 +62,8 @@ impl Counters {
         self.directed_yields += o.directed_yields;
         self.lhp_events += o.lhp_events;
         self.lwp_events += o.lwp_events;
+        self.lhp_waits += o.lhp_waits;
+        self.lwp_waits += o.lwp_waits;
         self.context_switches += o.context_switches;
         self.migrations += o.migrations;
         self.shootdowns += o.shootdowns;

@@ -374,6 +374,8 @@ impl Sim {
             held: None,
             releasing: None,
             wait_began: 0,
+            wait_pauses: 0,
+            wait_profiled: false,
             time: TimeBreakdown::default(),
             counters: Counters::default(),
             work_units: 0,
@@ -544,7 +546,9 @@ impl Sim {
                 let spun = el - waited;
                 // Exact PAUSE counting: carry the part of an iteration not yet complete.
                 let progress = spun * 1000 + vc.pause_carry_ps;
-                *pauses_left -= (*pauses_left).min(progress / pause_ps);
+                let pauses = (*pauses_left).min(progress / pause_ps);
+                *pauses_left -= pauses;
+                vc.wait_pauses += pauses;
                 vc.pause_carry_ps = progress % pause_ps;
                 vc.ple_spun_ns += if vc.stall_in_loop { el } else { spun };
                 vc.time.spin_ns += el;
@@ -826,6 +830,9 @@ impl Sim {
                 HostState::Blocked if matches!(vc.act, Act::Halted(HaltReason::Finished)) => vc.time.finished_ns += el,
                 HostState::Blocked => vc.time.halted_ns += el,
             }
+        }
+        for l in 0..self.locks.len() as u32 {
+            self.profile_long_waits(l);
         }
         let mut totals = Counters::default();
         let mut vcpus = Vec::new();

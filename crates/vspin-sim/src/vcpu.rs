@@ -145,6 +145,10 @@ pub(crate) struct Vcpu {
     pub waiting: Option<u32>,
     /// When the guest called `lock()` for the lock in `waiting`.
     pub wait_began: Time,
+    /// PAUSEs executed since then (accounted ones), and whether the wait has passed the
+    /// waiter-side profile's threshold and been counted (`monitor`).
+    pub wait_pauses: u64,
+    pub wait_profiled: bool,
     pub held: Option<u32>,
     pub releasing: Option<u32>,
     // results
