@@ -188,8 +188,8 @@ mod tests {
 
     #[test]
     fn interleaved_pushes_and_pops_come_out_in_time_then_insertion_order() {
-        // A handler pops one event and pushes a few, often the next one due: the path through
-        // the slot in front of the heap must keep the order a plain sort gives.
+        // A handler pops one event and pushes a few, often the next one due: the radix heap's
+        // refiling of a bucket must keep the order a plain sort gives.
         let mut q = EventQueue::new();
         let mut r = Rng::stream(5, 5);
         let mut pending: Vec<(u64, u64)> = Vec::new();

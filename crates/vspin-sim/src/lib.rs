@@ -24,9 +24,10 @@
 //! How a scenario flows through the modules (see `docs/architecture.md`):
 //! [`scenario`] (parse, validate) → `simulation` (build host, event loop over [`engine`]) →
 //! vCPUs run guest code (`workload` calling `vspin-locks` algorithms through `guest`'s
-//! platform) whose memory operations go through [`memory`], whose halts, kicks and pause-loop
-//! exits go to the hypervisor (`scheduler`, `ple`, `directed_yield`) → the `monitor` checks
-//! invariants → [`metrics`].
+//! platform) whose memory operations go through [`memory`] (a write re-reads the word's
+//! spinners: `spin`), whose halts and kicks go to KVM's `halt`, whose pause loops reach PLE
+//! exits in `spin` (window policy in `ple`, candidate search in `directed_yield`), all on the
+//! host's `scheduler` → the `monitor` checks invariants → [`metrics`].
 pub mod engine;
 pub mod memory;
 pub mod metrics;

@@ -5,7 +5,8 @@
 //! - `ple_exits`: Pause-Loop-Exiting VM exits.
 //! - `kicks`: `KVM_HC_KICK_CPU` hypercalls.
 //! - `spurious_wakeups`: returns from a PV-lock halt that no kick caused (an interrupt woke it).
-//! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin`.
+//! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin`, and (with
+//!   `directed_yield = "kvm-6.8"` or `"kvm-6.18"`) from a kick's `kvm_sched_yield`.
 //! - `lhp_events`: lock-holder preemption: a holder's vCPU is descheduled while runnable and
 //!   another vCPU waits for that lock (once per preemption of the holder).
 //! - `lwp_events`: lock-waiter preemption: a FIFO lock is released (or free) while the waiter
@@ -13,7 +14,9 @@
 //! - `lhp_waits`, `lwp_waits`: the same two problems as the VEE'13 authors profiled them, from
 //!   the waiter's side: a lock wait that has executed 2^10 PAUSEs is counted once, at that
 //!   moment, as `lhp_waits` if the lock is held and as `lwp_waits` if it is free (`monitor`).
-//! - `context_switches`: host switches between two different vCPU threads or from idle.
+//! - `context_switches`: host switches between two different vCPU threads or from idle;
+//!   `migrations`: a host load balancer moved the runnable vCPU to another pCPU (a woken vCPU
+//!   placed elsewhere is not counted).
 //! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent;
 //!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
 //! - `out_of_order`: acquisitions that overtook a waiter who arrived earlier (only locks that

@@ -35,7 +35,8 @@ pub(crate) struct LockState {
     holder: Option<u32>,
     /// Waiters in arrival order.
     waiters: VecDeque<u32>,
-    /// vCPUs inside `unlock()` (their kicks may still be on the way).
+    /// vCPUs between their release of the lock and the end of their unit of work (the unlock's
+    /// kicks, and any shootdown or peer wake-up that follows, may still be on the way).
     pub releasers: u32,
     holder_preempted: bool,
     lhp_counted: bool,

@@ -470,7 +470,7 @@ pub struct WorkloadConfig {
     pub threads_per_vcpu: Option<u32>,
     /// How think times and critical sections are drawn from `think_ns`, `cs_ns`, `cs_long_ns`.
     pub durations: Option<Durations>,
-    /// With fixed durations, the coefficient of variation of each length (see [`JITTER`]).
+    /// With fixed durations, the coefficient of variation of each length (0 to 0.5).
     pub jitter: Option<f64>,
 }
 

@@ -14,14 +14,14 @@
 //!   `yield_to` and wake-up preemption) is preferred, each only while within
 //!   `wakeup_granularity` of the leftmost thread.
 //!
-//! Placement of unpinned vCPUs: a woken vCPU goes to its previous pCPU if idle, else to the first
-//! idle pCPU, else stays (a simplification of `select_idle_sibling`). A pCPU that goes idle pulls
+//! Placement of unpinned vCPUs: a woken vCPU goes to its previous pCPU if idle, else to the next
+//! idle pCPU after it (wrapping round), else stays (a simplification of `select_idle_sibling`). A pCPU that goes idle pulls
 //! a waiting unpinned vCPU (`idle_balance`) if its idle periods are long enough (`rq->avg_idle`,
 //! a 1/8 moving average of idle lengths capped at 1 ms): at least `sysctl_sched_migration_cost`
 //! (0.5 ms) in Linux 3.19 (CFS), at least the cost of a balance pass (`max_newidle_lb_cost`,
 //! ~10 µs) in 6.8 (EEVDF). It pulls only a vCPU that is not cache-hot (`task_hot`: it ran
-//! within the last 0.5 ms; in 6.8 a vCPU on an SMT sibling is never hot), the one that has
-//! waited longest on the longest run queue. A pull on every idle moment, without the gates,
+//! within the last 0.5 ms; in 6.8 a vCPU on an SMT sibling is never hot), from the longest run
+//! queue, first in `detach_tasks`' order (`detach_order`). A pull on every idle moment, without the gates,
 //! moved every waiting vCPU and erased lock-waiter preemption from the unpinned VEE'13 setup
 //! (hackbench LWP share at x2 58% → 7%); with 3.19's gate it almost never pulls there (avg_idle
 //! settles at a few µs).

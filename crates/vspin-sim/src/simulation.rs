@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use vspin_locks::WordAlloc;
 
-/// How often the lock monitor audits for lost wake-ups.
+/// How often the lock monitor audits for lost wake-ups and missed writes.
 const AUDIT_PERIOD_NS: Time = 1_000_000;
 
 /// Costs in simulator units, derived once from the scenario.

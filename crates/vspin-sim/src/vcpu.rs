@@ -9,7 +9,8 @@ use crate::metrics::{Counters, TimeBreakdown};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HostState {
     Running,
-    /// On a run queue, not running (KVM's `preempted`).
+    /// On a run queue, not running: preempted (KVM's `preempted` flag) or woken and not yet
+    /// run (`preempted` false; the directed yield's candidate filters tell the two apart).
     Runnable,
     /// Blocked in HLT (`kvm_vcpu_block`).
     Blocked,
@@ -125,8 +126,9 @@ pub(crate) struct Vcpu {
     pub woken: bool,
     pub in_spin_loop: bool,
     pub dy_eligible: bool,
-    /// The PLE window in TSC cycles, and (set with it by [`Vcpu::set_ple_window`]) as
-    /// nanoseconds of spinning: spin deadlines need the latter on the hottest path.
+    /// The PLE window in TSC cycles, and as nanoseconds of spinning, kept in step (by
+    /// [`Vcpu::set_ple_window`], and [`ple_window_ns`] at construction): spin deadlines need the
+    /// latter on the hottest path.
     pub ple_window: u64,
     pub ple_window_ns: u64,
     pub ple_spun_ns: u64,
