@@ -8,7 +8,7 @@
 /// Simulated time in nanoseconds.
 pub type Time = u64;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The vCPU's current timed segment (compute, memory latency, exit handling) ends.
     SegmentEnd { vcpu: u32, gen: u32 },
