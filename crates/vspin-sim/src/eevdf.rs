@@ -61,9 +61,9 @@ impl Sim {
     /// `cfs_rq->nr_queued`: runnable and delayed threads, the current one included. It is also
     /// the pCPU's `rq->nr_running`, which `single_task_running`, `yield` and `yield_to` read: a
     /// delayed thread counts there until it is dequeued (v6.18 `dequeue_entities` returns before
-    /// `sub_nr_running`). Without delayed threads (CFS, v6.8) it is [`Sim::nr_running`].
+    /// `sub_nr_running`). Without delayed threads (CFS, v6.8) it is [`Sim::nr_runnable`].
     pub(crate) fn nr_queued(&self, p: u32) -> usize {
-        self.nr_running(p) + self.pcpus[p as usize].delayed.len()
+        self.nr_runnable(p) + self.pcpus[p as usize].delayed.len()
     }
 
     /// `entity_eligible`: `v`, counted on `p`'s run queue, has lag ≥ 0.
@@ -117,7 +117,7 @@ impl Sim {
         }
         let resched = match self.scheduler {
             SchedulerKind::Eevdf618 => (renewed || !se.protected) && self.nr_queued(p) > 1,
-            _ => renewed && self.nr_running(p) > 1,
+            _ => renewed && self.nr_runnable(p) > 1,
         };
         if resched {
             self.pcpus[p as usize].need_resched = true;

@@ -4,11 +4,11 @@
 //!
 //! A vCPU halts in the PV lock slow path (until a kick or its next guest tick), in guest idle
 //! (until its sleep ends or an IPI arrives) and when its VM has finished. The HLT exit ends in
-//! `halt_block`: re-enter at once if a wake-up is already pending, else poll for one (halt
+//! `vcpu_block`: re-enter at once if a wake-up is already pending, else poll for one (halt
 //! polling, while the pCPU has nothing else to run), else block and give the pCPU away.
 //!
 //! ```text
-//!   guest HLT ──exit──▶ halt_block ──kick/IPI/timer pending──▶ VM entry
+//!   guest HLT ──exit──▶ vcpu_block ──kick/IPI/timer pending──▶ VM entry
 //!                          │ poll on (alone on the pCPU)   │ else
 //!                          ▼                               ▼
 //!                       POLLING ──wake-up──▶ VM entry    BLOCKED ──wake-up──▶ runnable (scheduler)
@@ -19,20 +19,20 @@ use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
 
 impl Sim {
-    /// The guest executes HLT: count the exit and pay it; `halt_block` decides what follows.
+    /// The guest executes HLT: count the exit and pay it; `vcpu_block` decides what follows.
     pub(crate) fn start_halt(&mut self, v: u32, reason: HaltReason) {
         let exit = self.costs.vm_exit;
         let vc = &mut self.vcpus[v as usize];
         vc.counters.halt_exits += 1;
         vc.act = Act::Halted(reason);
-        vc.host_work = Some(HostWork { remaining: exit, after: After::HaltBlock });
+        vc.host_work = Some(HostWork { remaining: exit, after: After::VcpuBlock });
     }
 
-    /// After the HLT exit (`kvm_vcpu_halt`): re-enter if the vCPU is runnable anyway
-    /// (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, or an idle timer already due);
-    /// else poll for a wake-up if halt polling is on and nothing else wants the pCPU
-    /// (`single_task_running`); else block.
-    pub(crate) fn halt_block(&mut self, v: u32) {
+    /// After the HLT exit (x86 `vcpu_block`, polling in `kvm_vcpu_halt`): re-enter if the vCPU is
+    /// runnable anyway (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, or an idle timer
+    /// already due); else poll for a wake-up if halt polling is on and nothing else wants the
+    /// pCPU (`single_task_running`); else block.
+    pub(crate) fn vcpu_block(&mut self, v: u32) {
         let now = self.now;
         let max_poll = self.halt_poll.max_ns;
         let p = self.vcpus[v as usize].pcpu;
@@ -118,9 +118,9 @@ impl Sim {
         true
     }
 
-    /// Whether the vCPU is in its HLT exit, before `halt_block` decides.
+    /// Whether the vCPU is in its HLT exit, before `vcpu_block` decides.
     pub(crate) fn in_hlt_exit(&self, v: u32) -> bool {
-        self.vcpus[v as usize].host_work.is_some_and(|hw| hw.after == After::HaltBlock)
+        self.vcpus[v as usize].host_work.is_some_and(|hw| hw.after == After::VcpuBlock)
     }
 
     /// Whether the vCPU's thread is polling in `kvm_vcpu_halt` (on its pCPU, the guest halted).
@@ -132,7 +132,7 @@ impl Sim {
     /// A wake-up reached a polling vCPU: the poll ends and the vCPU re-enters, with no block,
     /// wake-up or context switch to pay.
     pub(crate) fn poll_succeeds(&mut self, v: u32) {
-        self.interrupt(v);
+        self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
@@ -143,7 +143,7 @@ impl Sim {
     /// Another thread became runnable on the poller's pCPU (`!single_task_running()`): the poll
     /// ends and the vCPU blocks.
     pub(crate) fn poll_gives_way(&mut self, v: u32) {
-        self.interrupt(v);
+        self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
         vc.host_work = None;
         self.block(v);
@@ -212,7 +212,7 @@ impl Sim {
         t.pv_unhalted = true;
         let in_guest = t.host == HostState::Running && t.host_work.is_none();
         if !self.end_halt(target) && in_guest {
-            self.interrupt(target);
+            self.stop_segment(target);
             let c = &self.costs;
             self.vcpus[target as usize].host_work = Some(HostWork { remaining: c.vm_exit + c.vm_entry, after: After::Nothing });
             self.continue_if_running(target);
@@ -251,12 +251,12 @@ mod tests {
         let mut s = host("", false, vm);
         let vc = &mut s.vcpus[0];
         (vc.pcpu, vc.host, vc.act) = (0, HostState::Runnable, Act::Halted(HaltReason::LockWait));
-        vc.host_work = Some(HostWork { remaining: 100, after: After::HaltBlock });
+        vc.host_work = Some(HostWork { remaining: 100, after: After::VcpuBlock });
         vc.pending_ipis.push(1);
         s.pcpus[0].queued.push(0);
         s.schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(0));
-        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for halt_block, which re-enters to handle it");
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for vcpu_block, which re-enters to handle it");
     }
 
     #[test]
@@ -280,7 +280,7 @@ mod tests {
         for source in ["ipi", "timer", "peer"] {
             let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
             halting_alone(&mut s, 1, 1);
-            s.halt_block(1);
+            s.vcpu_block(1);
             assert!(s.polling(1), "{source}: polls");
             match source {
                 "ipi" => s.deliver_ipi(0, 1),
@@ -306,8 +306,8 @@ mod tests {
         let thread = s.vcpus.iter().position(|v| s.vms[v.vm as usize].host_threads).expect("a host thread") as u32;
         halting_alone(&mut s, 0, 0);
         halting_alone(&mut s, thread, 1);
-        s.halt_block(0);
-        s.halt_block(thread);
+        s.vcpu_block(0);
+        s.vcpu_block(thread);
         assert!(s.polling(0), "the vCPU alone on its pCPU polls");
         assert!(!s.polling(thread) && s.vcpus[thread as usize].host == HostState::Blocked);
     }
@@ -339,7 +339,7 @@ mod tests {
         halting_alone(&mut s, 0, 0);
         s.vcpus[0].act = Act::Halted(HaltReason::LockWait);
         (s.vcpus[0].pv_unhalted, s.vcpus[0].halt_poll_ns) = (true, 0);
-        s.halt_block(0);
+        s.vcpu_block(0);
         assert_eq!(s.vcpus[0].halt_started, None, "kicked before it halted: no kvm_vcpu_halt");
         s.now += s.costs.vm_entry;
         s.halt_returns(0, HaltReason::LockWait);

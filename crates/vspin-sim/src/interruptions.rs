@@ -64,7 +64,7 @@ impl Sim {
             return;
         }
         self.trace_instant(v, || "interrupted".into());
-        self.interrupt(v);
+        self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
         match vc.host_work.as_mut() {
             Some(hw) => hw.remaining += length,

@@ -61,7 +61,7 @@ impl Sim {
         match host {
             HostState::Running if polling => self.poll_succeeds(to),
             HostState::Running if !halting => {
-                self.interrupt(to);
+                self.stop_segment(to);
                 let t = &mut self.vcpus[to as usize];
                 if t.host_work.is_none() {
                     t.host_work = Some(HostWork { remaining: 0, after: After::Nothing });

@@ -170,7 +170,7 @@ impl Sim {
         // `find_busiest_queue` in the busiest group, skipping queues whose every vCPU is pinned
         // (the `LBF_ALL_PINNED` retry).
         let gives = |q: u32| self.pcpus[q as usize].queued.iter().any(|&v| may_move(self, v));
-        let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_running(q), std::cmp::Reverse(q))) else {
+        let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_runnable(q), std::cmp::Reverse(q))) else {
             return Balanced;
         };
         let hot_ok = d.failed > d.cache_nice_tries;
@@ -207,7 +207,7 @@ impl Sim {
 
     /// Runnable vCPUs on the pCPUs of `g`, the load the balancer compares.
     fn runnable(&self, g: &[u32]) -> f64 {
-        g.iter().map(|&q| self.nr_running(q)).sum::<usize>() as f64
+        g.iter().map(|&q| self.nr_runnable(q)).sum::<usize>() as f64
     }
 
     /// How many vCPUs `p` should pull in domain `d`, and from which group (`find_busiest_group`
@@ -361,7 +361,7 @@ mod tests {
     }
 
     fn loads(s: &Sim) -> Vec<usize> {
-        (0..s.pcpus.len() as u32).map(|p| s.nr_running(p)).collect()
+        (0..s.pcpus.len() as u32).map(|p| s.nr_runnable(p)).collect()
     }
 
     #[test]
@@ -387,7 +387,7 @@ mod tests {
                 s.vcpus[v].se.exec_start = s.now - 100_000;
             }
             s.periodic_balance(1);
-            if s.nr_running(1) > 0 {
+            if s.nr_runnable(1) > 0 {
                 moves = attempt;
                 break;
             }
@@ -529,7 +529,7 @@ mod tests {
         let mut s = sim(2, 2, 5);
         two_two_one(&mut s);
         s.periodic_balance(3);
-        assert_eq!(s.nr_running(3), 1);
+        assert_eq!(s.nr_runnable(3), 1);
         assert_eq!(loads(&s).iter().sum::<usize>(), 5);
     }
 }

@@ -43,7 +43,9 @@ pub(crate) const MIGRATION_COST_NS: u64 = 500_000;
 pub(crate) const NEWIDLE_LB_COST_NS: u64 = 10_000;
 
 impl Sim {
-    pub(crate) fn nr_running(&self, p: u32) -> usize {
+    /// Threads on pCPU `p` that can run, the current one included (6.18's `h_nr_runnable`): the
+    /// run queue less the delayed threads ([`Sim::nr_queued`], the kernel's `rq->nr_running`).
+    pub(crate) fn nr_runnable(&self, p: u32) -> usize {
         let rq = &self.pcpus[p as usize];
         rq.queued.len() + rq.curr.is_some() as usize
     }
@@ -164,7 +166,7 @@ impl Sim {
 
     /// The current vCPU of its pCPU stops running but stays runnable (KVM `preempted`).
     fn deschedule(&mut self, v: u32) {
-        self.interrupt(v);
+        self.stop_segment(v);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Runnable;
@@ -213,7 +215,7 @@ impl Sim {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
         }
-        // A vCPU preempted in its HLT exit keeps its IPIs for `halt_block`, which then re-enters
+        // A vCPU preempted in its HLT exit keeps its IPIs for `vcpu_block`, which then re-enters
         // to handle them (the interrupt ends a `safe_halt`) instead of blocking.
         if !self.in_hlt_exit(v) {
             self.handle_pending_ipis(v);
@@ -228,7 +230,7 @@ impl Sim {
     /// next wake-up's pick compares against, so it runs for one thread too.
     pub(crate) fn maybe_arm_tick(&mut self, p: u32) {
         let needed = if self.scheduler.is_eevdf() { 1 } else { 2 };
-        if !self.pcpus[p as usize].tick_armed && self.nr_running(p) >= needed {
+        if !self.pcpus[p as usize].tick_armed && self.nr_runnable(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
             let t = self.costs.tick_ns;
             self.q.push((self.now / t + 1) * t, Event::Tick { pcpu: p });
@@ -243,10 +245,10 @@ impl Sim {
             if self.pcpus[p as usize].need_resched {
                 self.schedule(p);
             }
-        } else if self.nr_running(p) > 1 {
+        } else if self.nr_runnable(p) > 1 {
             self.update_curr(p);
             if let Some(c) = self.pcpus[p as usize].curr {
-                let nr = self.nr_running(p) as u64;
+                let nr = self.nr_runnable(p) as u64;
                 let period = if nr > self.costs.nr_latency { nr * self.costs.min_granularity } else { self.costs.sched_latency };
                 let ideal = period / nr;
                 let se = &self.vcpus[c as usize].se;
@@ -272,7 +274,7 @@ impl Sim {
         if self.scheduler.is_eevdf() {
             return self.eevdf_yield(p, v);
         }
-        if self.nr_running(p) <= 1 {
+        if self.nr_runnable(p) <= 1 {
             return;
         }
         self.clear_buddies(p, v);
@@ -417,7 +419,7 @@ impl Sim {
         let n = self.pcpus.len() as u32;
         let busiest = (0..n)
             .filter(|&o| o != p && self.pcpus[o as usize].queued.iter().any(|&q| movable(self, q, o)))
-            .max_by_key(|&o| (self.nr_running(o), std::cmp::Reverse(o)));
+            .max_by_key(|&o| (self.nr_runnable(o), std::cmp::Reverse(o)));
         let Some(src) = busiest else { return };
         let queued = &self.pcpus[src as usize].queued;
         let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| self.detach_order(q)) else {
@@ -495,7 +497,7 @@ impl Sim {
             Affinity::Pinned(p) => p,
             Affinity::Any => {
                 let n = self.pcpus.len() as u32;
-                let idle = |p: u32| self.nr_running(p) == 0;
+                let idle = |p: u32| self.nr_runnable(p) == 0;
                 (0..n).map(|i| (vc.pcpu + i) % n).find(|&p| idle(p)).unwrap_or(vc.pcpu)
             }
         }

@@ -488,7 +488,7 @@ impl Sim {
     }
 
     /// Account the time of the segment in progress and cancel its event.
-    pub(crate) fn interrupt(&mut self, v: u32) {
+    pub(crate) fn stop_segment(&mut self, v: u32) {
         if !self.vcpus[v as usize].active {
             return;
         }
@@ -558,7 +558,7 @@ impl Sim {
     }
 
     fn segment_end(&mut self, v: u32) {
-        self.interrupt(v);
+        self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
         if let Some(hw) = vc.host_work.take() {
             // Host work ends with a VM entry, after which the CPU counts a new PAUSE loop.
@@ -614,7 +614,7 @@ impl Sim {
                 self.schedule(p);
                 self.reenter_if_running(v);
             }
-            After::HaltBlock => self.halt_block(v),
+            After::VcpuBlock => self.vcpu_block(v),
             After::PollEnd => self.block(v),
         }
     }
@@ -815,7 +815,7 @@ impl Sim {
     fn finish(mut self) -> RunResult {
         let now = self.now;
         for v in 0..self.vcpus.len() as u32 {
-            self.interrupt(v);
+            self.stop_segment(v);
             let (host, since) = (self.vcpus[v as usize].host, self.vcpus[v as usize].state_since);
             match host {
                 HostState::Runnable => self.trace_slice(v, "preempted", since, now),

@@ -106,7 +106,7 @@ impl Sim {
     }
 
     pub(crate) fn spin_check(&mut self, v: u32) {
-        self.interrupt(v);
+        self.stop_segment(v);
         let window_ns = self.vcpus[v as usize].ple_window_ns;
         let vc = &mut self.vcpus[v as usize];
         let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };

@@ -47,7 +47,7 @@ pub(crate) enum Act {
 pub(crate) enum After {
     Nothing,
     PleDone { yielded: bool },
-    HaltBlock,
+    VcpuBlock,
     /// The halt poll ran its whole time without a wake-up: block now.
     PollEnd,
     Yield,
