@@ -4,6 +4,22 @@
 //! switch) and then its guest activity ([`Act`]). Guest code is polled only when its last request
 //! has been answered; every request either costs time (a timed segment with an end event) or
 //! none (bookkeeping), see [`Sim::handle`].
+//!
+//! `Sim` is one object; each domain module adds the methods of its concept in an `impl Sim`
+//! block of its own:
+//!
+//! | module | `Sim` methods (the main ones) |
+//! |---|---|
+//! | `simulation` | `new`, `simulate` (the event loop), `run_vcpu`, `account`, `stop_segment`, `poll_guest`, `handle`, `finish` |
+//! | `spin` | `spin_deadline`, `notify_watchers`, `reread`, `spin_check`, `ple_exit` |
+//! | `directed_yield` | `kvm_vcpu_on_spin`, `kvm_sched_yield` and the candidate filters |
+//! | `halt` | `start_halt`, `vcpu_block`, `block`, `guest_timer`, `kick`, `wake` |
+//! | `ipi` | `shootdown`, `wake_peer`, `deliver_ipi`, `ipi_ack` |
+//! | `scheduler` | `schedule`, `deschedule`, `switch_in`, `tick`, `yield_task`, `yield_to`, `enqueue_woken`, `idle_balance`, `migrate` |
+//! | `eevdf` | `pick_eevdf`, `place`, `eevdf_yield`, `delay_dequeue` and the other EEVDF rules |
+//! | `load_balance` | `periodic_balance`, `load_balance` |
+//! | `interruptions` | `host_interruption` |
+//! | `monitor` | `lock_begin`, `lock_acquired`, `lock_release`, `on_preempted`, `audit` |
 use crate::cpuidle::IdleGovernor;
 use crate::engine::{Event, EventQueue, Rng, Time};
 use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
