@@ -28,7 +28,9 @@ use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
-use crate::scenario::{DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, Pinning, Scenario, SchedulerKind};
+use crate::scenario::{
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, Pinning, Scenario, SchedulerKind, VmConfig,
+};
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
@@ -177,22 +179,12 @@ fn ns(v: f64) -> u64 {
     v.round() as u64
 }
 
-impl Sim {
-    pub fn new(sc: &Scenario) -> Sim {
-        let h = &sc.host;
-        let n = sc.pcpus();
-        let topology = Topology::new(h);
-        let c = &h.costs;
-        let mut mem = Memory::new(
-            MemoryCosts {
-                hit_ns: ns(c.l1_hit_ns).max(1),
-                same_socket_ns: ns(c.transfer_same_socket_ns),
-                cross_socket_ns: ns(c.transfer_cross_socket_ns),
-            },
-            topology.socket_of(),
-        );
-        let factor = 1 + (n.clamp(1, 8)).ilog2() as u64;
-        let costs = Costs {
+impl Costs {
+    fn of(sc: &Scenario) -> Costs {
+        let (h, c) = (&sc.host, &sc.host.costs);
+        // The scheduler's tunables scale with `1 + ilog2(min(CPUs, 8))` (`SCHED_TUNABLESCALING_LOG`).
+        let factor = 1 + (sc.pcpus().clamp(1, 8)).ilog2() as u64;
+        Costs {
             vm_exit: ns(c.vm_exit_ns),
             vm_entry: ns(c.vm_entry_ns),
             hypercall: ns(c.hypercall_ns),
@@ -212,35 +204,55 @@ impl Sim {
                 SchedulerKind::Eevdf618 => 700_000,
                 _ => 750_000,
             } * factor,
-        };
-        let pcpus = (0..n)
-            .map(|_| Pcpu {
-                curr: None,
-                queued: Vec::new(),
-                delayed: Vec::new(),
-                min_vruntime: 0,
-                next: None,
-                skip: None,
-                tick_armed: false,
-                need_resched: false,
-                idle: IdleGovernor::default(),
-                avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
-                idle_stamp: None,
-                domains: Vec::new(),
-            })
-            .collect();
+        }
+    }
+}
+
+impl Pcpu {
+    fn idle() -> Pcpu {
+        Pcpu {
+            curr: None,
+            queued: Vec::new(),
+            delayed: Vec::new(),
+            min_vruntime: 0,
+            next: None,
+            skip: None,
+            tick_armed: false,
+            need_resched: false,
+            idle: IdleGovernor::default(),
+            avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
+            idle_stamp: None,
+            domains: Vec::new(),
+        }
+    }
+}
+
+impl Sim {
+    pub fn new(sc: &Scenario) -> Sim {
+        let h = &sc.host;
+        let n = sc.pcpus();
+        let topology = Topology::new(h);
+        let c = &h.costs;
+        let mem = Memory::new(
+            MemoryCosts {
+                hit_ns: ns(c.l1_hit_ns).max(1),
+                same_socket_ns: ns(c.transfer_same_socket_ns),
+                cross_socket_ns: ns(c.transfer_cross_socket_ns),
+            },
+            topology.socket_of(),
+        );
         let mut sim = Sim {
             now: 0,
             end: (sc.duration_ms * 1e6).round() as Time,
             q: EventQueue::new(),
-            mem: Memory::new(MemoryCosts { hit_ns: 1, same_socket_ns: 1, cross_socket_ns: 1 }, vec![]),
-            costs,
+            mem,
+            costs: Costs::of(sc),
             ple: sc.hypervisor.ple.clone(),
             halt_poll: sc.hypervisor.halt_poll.clone(),
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
             load_balance: sc.hypervisor.load_balance,
-            pcpus,
+            pcpus: (0..n).map(|_| Pcpu::idle()).collect(),
             topology,
             idle_states: h.idle_states.clone(),
             vcpus: Vec::new(),
@@ -259,79 +271,91 @@ impl Sim {
         };
         let mut load = vec![0u32; n as usize];
         for (vm_id, vm) in sc.vms.iter().enumerate() {
-            let first = sim.vcpus.len() as u32;
-            let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| mem.word(0)).collect();
-            let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, sim.costs.context_switch));
-            let fifo = GuestLock::fifo(vm.lock);
-            let first_lock = sim.locks.len() as u32;
-            let locks: Rc<[GuestLock]> = (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut mem)).collect();
-            sim.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id as u32, fifo)));
-            for i in 0..vm.vcpus {
-                let affinity = match &vm.pin {
-                    Pinning::List(l) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
-                    Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
-                    Pinning::Named(_) => Affinity::Any,
-                };
-                let pcpu = match affinity {
-                    Affinity::Pinned(p) => p,
-                    Affinity::Any => (0..n).min_by_key(|&p| (load[p as usize], p)).unwrap_or(0),
-                };
-                load[pcpu as usize] += 1;
-                let cpu = SimCpu::new(i, vm.vcpus, words.clone());
-                let (locks, profile) = (locks.clone(), profile.clone());
-                sim.add_vcpu(vm_id as u32, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, rng)));
-            }
-            sim.vms.push(Vm {
-                name: vm.name.clone(),
-                lock: vm.lock.name(),
-                workload: vm.workload.preset.name().into(),
-                first_vcpu: first,
-                vcpus: vm.vcpus,
-                first_lock,
-                guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
-                target: vm.work_units,
-                work_units: 0,
-                completed_at: None,
-                last_boosted: 0,
-                lock_waits: WaitHistogram::default(),
-                host_threads: false,
-            });
+            sim.add_vm(vm_id as u32, vm, &mut load);
         }
         if let Some(bg) = &h.background {
-            // The host threads ride on the vCPU machinery as one more "VM" that the results
-            // leave out; the timeline shows it as `host`.
-            let first = sim.vcpus.len() as u32;
-            let words: Rc<[SimWord]> = (0..guest::vm_words(n)).map(|_| mem.word(0)).collect();
-            let (interval_ns, burst_ns) = (bg.interval_us * 1e3, bg.burst_us * 1e3);
-            for p in 0..n {
-                let cpu = SimCpu::new(p, n, words.clone());
-                sim.add_vcpu(sc.vms.len() as u32, p, Affinity::Pinned(p), p, &words, |rng| Box::pin(host_thread(cpu, interval_ns, burst_ns, rng)));
-            }
-            sim.vms.push(Vm {
-                name: "host".into(),
-                lock: "none",
-                workload: "host-threads".into(),
-                first_vcpu: first,
-                vcpus: n,
-                first_lock: sim.locks.len() as u32,
-                guest_tick_ns: sim.costs.tick_ns,
-                target: None,
-                work_units: 0,
-                completed_at: None,
-                last_boosted: 0,
-                lock_waits: WaitHistogram::default(),
-                host_threads: true,
-            });
+            sim.add_host_threads(sc.vms.len() as u32, bg);
         }
         // After all other words, so that adding them moved no lock's address (the PV qspinlock
         // hashes addresses).
-        sim.first_relax_word = mem.len() as u32;
+        sim.first_relax_word = sim.mem.len() as u32;
         for _ in &sim.vcpus {
-            mem.word(0);
+            sim.mem.word(0);
         }
-        sim.watchers = vec![Vec::new(); mem.len()];
-        sim.mem = mem;
+        sim.watchers = vec![Vec::new(); sim.mem.len()];
         sim
+    }
+
+    /// Add VM `vm_id`: its shared words, its locks, and its vCPUs, each pinned as the scenario
+    /// says or placed on the least loaded pCPU (`load`: vCPUs placed per pCPU so far).
+    fn add_vm(&mut self, vm_id: u32, vm: &VmConfig, load: &mut [u32]) {
+        let n = self.pcpus.len() as u32;
+        let first = self.vcpus.len() as u32;
+        let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| self.mem.word(0)).collect();
+        let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, self.costs.context_switch));
+        let fifo = GuestLock::fifo(vm.lock);
+        let first_lock = self.locks.len() as u32;
+        let locks: Rc<[GuestLock]> =
+            (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut self.mem)).collect();
+        self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo)));
+        for i in 0..vm.vcpus {
+            let affinity = match &vm.pin {
+                Pinning::List(l) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
+                Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
+                Pinning::Named(_) => Affinity::Any,
+            };
+            let pcpu = match affinity {
+                Affinity::Pinned(p) => p,
+                Affinity::Any => (0..n).min_by_key(|&p| (load[p as usize], p)).unwrap_or(0),
+            };
+            load[pcpu as usize] += 1;
+            let cpu = SimCpu::new(i, vm.vcpus, words.clone());
+            let (locks, profile) = (locks.clone(), profile.clone());
+            self.add_vcpu(vm_id, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, rng)));
+        }
+        self.vms.push(Vm {
+            name: vm.name.clone(),
+            lock: vm.lock.name(),
+            workload: vm.workload.preset.name().into(),
+            first_vcpu: first,
+            vcpus: vm.vcpus,
+            first_lock,
+            guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
+            target: vm.work_units,
+            work_units: 0,
+            completed_at: None,
+            last_boosted: 0,
+            lock_waits: WaitHistogram::default(),
+            host_threads: false,
+        });
+    }
+
+    /// The host's own threads, one pinned to each pCPU. They ride on the vCPU machinery as one
+    /// more "VM" (id `vm_id`) that the results leave out; the timeline shows it as `host`.
+    fn add_host_threads(&mut self, vm_id: u32, bg: &Background) {
+        let n = self.pcpus.len() as u32;
+        let first = self.vcpus.len() as u32;
+        let words: Rc<[SimWord]> = (0..guest::vm_words(n)).map(|_| self.mem.word(0)).collect();
+        let (interval_ns, burst_ns) = (bg.interval_us * 1e3, bg.burst_us * 1e3);
+        for p in 0..n {
+            let cpu = SimCpu::new(p, n, words.clone());
+            self.add_vcpu(vm_id, p, Affinity::Pinned(p), p, &words, |rng| Box::pin(host_thread(cpu, interval_ns, burst_ns, rng)));
+        }
+        self.vms.push(Vm {
+            name: "host".into(),
+            lock: "none",
+            workload: "host-threads".into(),
+            first_vcpu: first,
+            vcpus: n,
+            first_lock: self.locks.len() as u32,
+            guest_tick_ns: self.costs.tick_ns,
+            target: None,
+            work_units: 0,
+            completed_at: None,
+            last_boosted: 0,
+            lock_waits: WaitHistogram::default(),
+            host_threads: true,
+        });
     }
 
     /// Add vCPU `index` of VM `vm`, runnable on `pcpu`, running the guest code `start` returns.
