@@ -544,16 +544,7 @@ impl Sim {
         let pause_ps = self.costs.pause_ps;
         if self.timeline.is_some() {
             let vc = &self.vcpus[v as usize];
-            let local = |l: u32| l - self.lock_base(vc.vm);
-            let name = match (vc.host_work, vc.act, vc.held, vc.waiting) {
-                (Some(_), ..) => Some("host work".to_string()),
-                (None, Act::Compute { .. }, Some(l), _) => Some(format!("critical section, lock {}", local(l))),
-                (None, Act::Compute { .. }, None, _) => Some("compute".to_string()),
-                (None, Act::Spin { .. } | Act::Delayed { .. }, _, Some(l)) => Some(format!("wait for lock {}", local(l))),
-                (None, Act::Spin { .. } | Act::Delayed { .. }, _, None) => Some("unlock / IPI wait".to_string()),
-                _ => None,
-            };
-            if let Some(name) = name {
+            if let Some(name) = crate::timeline::segment_name(vc, self.lock_base(vc.vm)) {
                 self.trace_slice(v, &name, vc.seg_start, now);
             }
         }

@@ -4,7 +4,21 @@
 //! waits, in host work (exits, entries, switches), waiting to run (preempted) or halted, and
 //! instants for lock acquisitions and releases, PLE exits, kicks and directed yields. Only the requested window is recorded, so long runs stay cheap.
 use crate::engine::Time;
+use crate::vcpu::{Act, Vcpu};
 use serde::Serialize;
+
+/// What the segment in progress of `vc` is, as its slice is named (`None`: not drawn, as a halt
+/// is drawn from the host state). `first_lock`: the global index of its VM's lock 0.
+pub(crate) fn segment_name(vc: &Vcpu, first_lock: u32) -> Option<String> {
+    match (vc.host_work, vc.act, vc.held, vc.waiting) {
+        (Some(_), ..) => Some("host work".to_string()),
+        (None, Act::Compute { .. }, Some(l), _) => Some(format!("critical section, lock {}", l - first_lock)),
+        (None, Act::Compute { .. }, None, _) => Some("compute".to_string()),
+        (None, Act::Spin { .. } | Act::Delayed { .. }, _, Some(l)) => Some(format!("wait for lock {}", l - first_lock)),
+        (None, Act::Spin { .. } | Act::Delayed { .. }, _, None) => Some("unlock / IPI wait".to_string()),
+        _ => None,
+    }
+}
 
 #[derive(Serialize)]
 struct TraceEvent {
