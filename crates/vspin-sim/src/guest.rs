@@ -38,7 +38,7 @@ pub(crate) enum Note {
 pub(crate) enum Req {
     Mem(SimWord, MemOp),
     /// A PAUSE loop on a word until the condition holds or the PAUSE budget runs out; answered
-    /// with (last value, 1 if the condition held).
+    /// with the last value read and whether the condition held.
     Spin(SimWord, Until, u64),
     /// One PAUSE (`cpu_relax()`) with no memory access, between two attempts of a test-and-set
     /// loop: spinning time that PLE counts, as a PAUSE is.
@@ -61,9 +61,26 @@ pub(crate) enum Req {
     Note(Note),
 }
 
+/// The simulator's answer to a request. `value`: the word's value (a load's, the old one of a
+/// read-modify-write, the last one a spin read) or, for [`Req::Clock`], the time; `ok`: whether
+/// a compare-exchange succeeded or a spin's condition held. Other requests answer the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Response {
+    pub value: u64,
+    pub ok: bool,
+}
+
+impl Response {
+    pub(crate) const NONE: Response = Response { value: 0, ok: false };
+
+    pub(crate) fn new(value: u64, ok: bool) -> Response {
+        Response { value, ok }
+    }
+}
+
 thread_local! {
     static REQUEST: Cell<Option<Req>> = const { Cell::new(None) };
-    static RESPONSE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    static RESPONSE: Cell<Response> = const { Cell::new(Response::NONE) };
 }
 
 /// Take the request the last poll left in the mailbox.
@@ -72,16 +89,16 @@ pub(crate) fn take_request() -> Option<Req> {
 }
 
 /// Answer the pending request before the next poll.
-pub(crate) fn respond(value: (u64, u64)) {
-    RESPONSE.with(|r| r.set(value));
+pub(crate) fn respond(response: Response) {
+    RESPONSE.with(|r| r.set(response));
 }
 
 /// One suspended request: submits on the first poll, returns the response on the second.
 struct Call(Option<Req>);
 
 impl Future for Call {
-    type Output = (u64, u64);
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<(u64, u64)> {
+    type Output = Response;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Response> {
         match self.0.take() {
             Some(req) => {
                 REQUEST.with(|r| r.set(Some(req)));
@@ -92,7 +109,7 @@ impl Future for Call {
     }
 }
 
-fn call(req: Req) -> impl Future<Output = (u64, u64)> {
+fn call(req: Req) -> impl Future<Output = Response> {
     Call(Some(req))
 }
 
@@ -140,7 +157,7 @@ impl SimCpu {
 
     /// The guest's clock (`ktime_get`), in ns.
     pub(crate) async fn clock(&self) -> Nanos {
-        call(Req::Clock).await.0
+        call(Req::Clock).await.value
     }
 
     pub(crate) async fn sleep(&self, ns: Nanos) {
@@ -190,29 +207,29 @@ impl Platform for SimCpu {
     }
 
     async fn load(&self, w: &SimWord) -> u64 {
-        call(Req::Mem(*w, MemOp::Load)).await.0
+        call(Req::Mem(*w, MemOp::Load)).await.value
     }
     async fn store(&self, w: &SimWord, v: u64) {
         call(Req::Mem(*w, MemOp::Store(v))).await;
     }
     async fn fetch_add_field(&self, w: &SimWord, field: Field, delta: u64) -> u64 {
-        call(Req::Mem(*w, MemOp::FetchAddField(field, delta))).await.0
+        call(Req::Mem(*w, MemOp::FetchAddField(field, delta))).await.value
     }
     async fn fetch_or(&self, w: &SimWord, bits: u64) -> u64 {
-        call(Req::Mem(*w, MemOp::FetchOr(bits))).await.0
+        call(Req::Mem(*w, MemOp::FetchOr(bits))).await.value
     }
     async fn fetch_and(&self, w: &SimWord, bits: u64) -> u64 {
-        call(Req::Mem(*w, MemOp::FetchAnd(bits))).await.0
+        call(Req::Mem(*w, MemOp::FetchAnd(bits))).await.value
     }
     async fn swap(&self, w: &SimWord, v: u64) -> u64 {
-        call(Req::Mem(*w, MemOp::Swap(v))).await.0
+        call(Req::Mem(*w, MemOp::Swap(v))).await.value
     }
     async fn compare_exchange(&self, w: &SimWord, old: u64, new: u64) -> Result<u64, u64> {
-        let (seen, ok) = call(Req::Mem(*w, MemOp::Cas(old, new))).await;
-        if ok == 1 {
-            Ok(seen)
+        let Response { value, ok } = call(Req::Mem(*w, MemOp::Cas(old, new))).await;
+        if ok {
+            Ok(value)
         } else {
-            Err(seen)
+            Err(value)
         }
     }
 
@@ -222,8 +239,8 @@ impl Platform for SimCpu {
 
     async fn spin_until(&self, w: &SimWord, until: Until, max_pauses: u64) -> SpinOutcome {
         match call(Req::Spin(*w, until, max_pauses)).await {
-            (value, 1) => SpinOutcome::Satisfied(value),
-            (value, _) => SpinOutcome::Exhausted(value),
+            Response { value, ok: true } => SpinOutcome::Satisfied(value),
+            Response { value, ok: false } => SpinOutcome::Exhausted(value),
         }
     }
 

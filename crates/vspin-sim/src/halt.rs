@@ -15,6 +15,7 @@
 //!                          │ poll ends or a thread is queued on the pCPU ─▶ BLOCKED
 //! ```
 use crate::engine::Event;
+use crate::guest::Response;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
 
@@ -185,12 +186,12 @@ impl Sim {
                 if !kicked {
                     vc.counters.spurious_wakeups += 1;
                 }
-                vc.response = (0, 0);
+                vc.response = Response::NONE;
                 vc.act = Act::Ready;
                 self.poll_guest(v);
             }
             HaltReason::Idle { wake_at } if wake_at <= now => {
-                vc.response = (0, 0);
+                vc.response = Response::NONE;
                 vc.act = Act::Ready;
                 self.poll_guest(v);
             }

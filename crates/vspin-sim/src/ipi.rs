@@ -3,6 +3,7 @@
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
 //! and is handled only when the target runs.
 use crate::engine::Event;
+use crate::guest::Response;
 use crate::memory::Access;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
@@ -22,7 +23,7 @@ impl Sim {
         vc.counters.shootdowns += 1;
         self.mem.set(vc.call_function_word, targets.len() as u64);
         vc.act = Act::Ready;
-        vc.response = (0, 0);
+        vc.response = Response::NONE;
         vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
         for t in targets {
             self.deliver_ipi(v, first + t);
@@ -39,7 +40,7 @@ impl Sim {
                 && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
         });
         let vc = &mut self.vcpus[v as usize];
-        vc.response = (0, 0);
+        vc.response = Response::NONE;
         let Some(t) = sleeper else { return true };
         let c = &self.costs;
         vc.counters.wake_ipis += 1;

@@ -22,7 +22,7 @@
 //! | `monitor` | `lock_begin`, `lock_acquired`, `lock_release`, `on_preempted`, `audit` |
 use crate::cpuidle::IdleGovernor;
 use crate::engine::{Event, EventQueue, Rng, Time};
-use crate::guest::{self, MemOp, Note, Req, SimCpu, WORDS_PER_CPU};
+use crate::guest::{self, MemOp, Note, Req, Response, SimCpu, WORDS_PER_CPU};
 use crate::interruptions::HostInterruptions;
 use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
@@ -382,7 +382,7 @@ impl Sim {
             pause_carry_ps: 0,
             gen: 0,
             timer_gen: 0,
-            response: (0, 0),
+            response: Response::NONE,
             access_latency: 0,
             stall_in_loop: false,
             last_read: (SimWord(u32::MAX), 0),
@@ -690,15 +690,15 @@ impl Sim {
         match req {
             Req::Mem(w, op) => {
                 let old = self.mem.value(w);
-                let (new, response) = match op {
-                    MemOp::Load => (None, (old, 0)),
-                    MemOp::Store(x) => (Some(x), (old, 0)),
-                    MemOp::FetchAddField(f, d) => (Some(f.add(old, d)), (old, 0)),
-                    MemOp::FetchOr(b) => (Some(old | b), (old, 0)),
-                    MemOp::FetchAnd(b) => (Some(old & b), (old, 0)),
-                    MemOp::Swap(x) => (Some(x), (old, 0)),
-                    MemOp::Cas(o, n) if old == o => (Some(n), (old, 1)),
-                    MemOp::Cas(..) => (Some(old), (old, 0)),
+                let (new, ok) = match op {
+                    MemOp::Load => (None, false),
+                    MemOp::Store(x) => (Some(x), false),
+                    MemOp::FetchAddField(f, d) => (Some(f.add(old, d)), false),
+                    MemOp::FetchOr(b) => (Some(old | b), false),
+                    MemOp::FetchAnd(b) => (Some(old & b), false),
+                    MemOp::Swap(x) => (Some(x), false),
+                    MemOp::Cas(o, n) if old == o => (Some(n), true),
+                    MemOp::Cas(..) => (Some(old), false),
                 };
                 let kind = if new.is_some() { Access::Write } else { Access::Read };
                 let locked = !matches!(op, MemOp::Load | MemOp::Store(_));
@@ -707,7 +707,7 @@ impl Sim {
                     self.mem.set(w, x);
                     self.notify_watchers(w);
                 }
-                self.vcpus[v as usize].response = response;
+                self.vcpus[v as usize].response = Response::new(old, ok);
                 self.access_done(v, w, done - now);
                 true
             }
@@ -716,7 +716,7 @@ impl Sim {
                 let value = self.mem.value(w);
                 self.access_done(v, w, done - now);
                 if until.holds(value) || max_pauses == 0 {
-                    self.vcpus[v as usize].response = (value, until.holds(value) as u64);
+                    self.vcpus[v as usize].response = Response::new(value, until.holds(value));
                     return true;
                 }
                 self.vcpus[v as usize].act = Act::Spin { word: w, until, pauses_left: max_pauses, stale: false };
@@ -755,7 +755,7 @@ impl Sim {
                 let vc = &mut self.vcpus[v as usize];
                 vc.counters.kicks += 1;
                 vc.act = Act::Ready;
-                vc.response = (0, 0);
+                vc.response = Response::NONE;
                 vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Nothing });
                 self.kick(target);
                 if self.directed_yield.is_modern()
@@ -780,7 +780,7 @@ impl Sim {
             Req::WakePeer { start } => self.wake_peer(v, start),
             Req::Note(n) => self.note(v, n),
             Req::Clock => {
-                self.vcpus[v as usize].response = (now, 0);
+                self.vcpus[v as usize].response = Response::new(now, false);
                 true
             }
         }
@@ -832,7 +832,7 @@ impl Sim {
                 }
             }
         }
-        self.vcpus[v as usize].response = (0, 0);
+        self.vcpus[v as usize].response = Response::NONE;
         true
     }
 

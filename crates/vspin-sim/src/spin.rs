@@ -10,6 +10,7 @@
 //! window exits (VMX `handle_pause`: `grow_ple_window`, then `kvm_vcpu_on_spin`;
 //! `kernel-mechanisms.md` §4–5): the window grows and KVM looks for a vCPU to yield to.
 use crate::engine::{Event, Time};
+use crate::guest::Response;
 use crate::memory::{Access, SimWord};
 use crate::scenario::{DirectedYieldKind, PlePolicy};
 use crate::simulation::Sim;
@@ -69,7 +70,7 @@ impl Sim {
         self.access_done(v, w, done - now);
         let vc = &mut self.vcpus[v as usize];
         if until.holds(value) {
-            vc.response = (value, 1);
+            vc.response = Response::new(value, true);
             vc.act = Act::Ready;
             if vc.active {
                 vc.active = false;
@@ -116,7 +117,7 @@ impl Sim {
             self.watchers[word.0 as usize].retain(|&x| x != v);
             let value = self.mem.value(word);
             let vc = &mut self.vcpus[v as usize];
-            vc.response = (value, 0);
+            vc.response = Response::new(value, false);
             vc.act = Act::Ready;
         }
         self.continue_if_running(v);

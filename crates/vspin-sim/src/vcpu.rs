@@ -1,6 +1,6 @@
 //! A vCPU: its host-side state (scheduling, KVM flags, PLE window) and what its guest is doing.
 use crate::engine::Time;
-use crate::guest::Req;
+use crate::guest::{Req, Response};
 use vspin_locks::Until;
 use crate::memory::SimWord;
 use crate::metrics::{Counters, TimeBreakdown};
@@ -108,7 +108,7 @@ pub(crate) struct Vcpu {
     pub pause_carry_ps: u64,
     pub gen: u32,
     pub timer_gen: u32,
-    pub response: (u64, u64),
+    pub response: Response,
     /// Latency of the last memory access still to elapse before the guest's next action (the
     /// access itself took effect when issued; a spin that follows simply starts later).
     pub access_latency: u64,
