@@ -30,6 +30,17 @@ macro_rules! guest_locks {
                 }
             }
 
+            /// The algorithm's own name (`RawSpinLock::NAME`), which scenarios use too.
+            #[cfg(test)]
+            fn algorithm_name(kind: LockKind) -> &'static str {
+                match kind {
+                    $(LockKind::$kind => <$lock<SimCpu> as RawSpinLock<SimCpu>>::NAME,)+
+                }
+            }
+
+            #[cfg(test)]
+            const ALL: &[LockKind] = &[$(LockKind::$kind),+];
+
             pub(crate) async fn lock(&self, cpu: &SimCpu) {
                 match self {
                     $(GuestLock::$kind(l) => l.lock(cpu).await,)+
@@ -70,4 +81,16 @@ guest_locks! {
     Qspinlock => QueuedSpinLock,
     PvQspinlock => PvQueuedSpinLock,
     PvQspinlockV42 => PvQueuedSpinLockV42,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GuestLock;
+
+    #[test]
+    fn a_scenario_names_each_lock_by_the_algorithms_own_name() {
+        for &kind in GuestLock::ALL {
+            assert_eq!(kind.name(), GuestLock::algorithm_name(kind));
+        }
+    }
 }
