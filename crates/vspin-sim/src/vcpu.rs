@@ -119,12 +119,25 @@ pub(crate) struct Vcpu {
     /// The word this vCPU read last and the word's write version then.
     pub last_read: (SimWord, u64),
     pub se: SchedEntity,
-    // KVM state
+    // KVM state, as the kernel names it; who sets and clears each:
+    /// `vcpu->preempted`: descheduled while runnable (`deschedule`), cleared at `switch_in`; a
+    /// vCPU woken from HLT is runnable but not preempted.
     pub preempted: bool,
+    /// `vcpu->arch.pv.pv_unhalted`: set by a PV kick (`kick`), so that a halt in progress or
+    /// the next one returns at once; cleared when the halt returns (`halt_returns`).
     pub pv_unhalted: bool,
+    /// This halt was ended by a kick (else it was a spurious wake-up: an interrupt or the
+    /// guest timer); set by `kick`, taken when the halt returns.
     pub kicked: bool,
+    /// Woken from a block and not yet run: set by `wake`, taken at `switch_in` (which pays the
+    /// wake-up latency); the directed yield's filters read it.
     pub woken: bool,
+    /// `vcpu->spin_loop.in_spin_loop`: inside `kvm_vcpu_on_spin` (set at the PLE exit), until
+    /// the exit handler ends or, if it yielded, until the vCPU runs again.
     pub in_spin_loop: bool,
+    /// `vcpu->spin_loop.dy_eligible`: toggled each time 3.18's search passes over this vCPU
+    /// while it is in its spin loop (`kvm_vcpu_eligible_for_directed_yield`); cleared with
+    /// `in_spin_loop`.
     pub dy_eligible: bool,
     /// The PLE window in TSC cycles, and as nanoseconds of spinning, kept in step (by
     /// [`Vcpu::set_ple_window`], and [`ple_window_ns`] at construction): spin deadlines need the
