@@ -60,7 +60,8 @@ class Result:
             f"{r['simulated_ms']:.1f} ms simulated, {r['events']:,} events",
         ]
         duration = self.scenario.get("duration_ms")
-        if isinstance(duration, (int, float)) and r["simulated_ms"] < duration:
+        targets_met = any(vm["completion_ms"] is not None for vm in r["vms"])
+        if isinstance(duration, (int, float)) and r["simulated_ms"] < duration and targets_met:
             lines.append(f"(ended before duration_ms = {duration:g}: every VM with a work_units target finished)")
         lines.append("")
         lines += _table(

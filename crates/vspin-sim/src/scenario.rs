@@ -489,13 +489,47 @@ impl Scenario {
     /// Parse and validate a TOML scenario.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
         let de = toml::Deserializer::parse(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
-        Self::from_deserializer(de)
+        let sc = Self::from_deserializer(de)?;
+        let given: serde_json::Value = toml::from_str(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
+        sc.tables_given_as_tables(&given)?;
+        Ok(sc)
     }
 
     /// Parse and validate a scenario given as JSON (the same structure as the TOML file).
     pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        Self::from_deserializer(&mut de)
+        let sc = Self::from_deserializer(&mut de)?;
+        let given: serde_json::Value = serde_json::from_str(text).map_err(|e| err("", e.to_string()))?;
+        sc.tables_given_as_tables(&given)?;
+        Ok(sc)
+    }
+
+    /// serde reads a table from a list of its values in field order (`ple = ["fixed", 1]` as
+    /// `{ policy = "fixed", window_cycles = 1 }`), which no reader of a scenario would guess:
+    /// refuse a list wherever the parsed scenario has a table.
+    fn tables_given_as_tables(&self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        use serde_json::Value;
+        fn first_list_for_a_table(given: &Value, parsed: &Value, path: String) -> Option<String> {
+            match (given, parsed) {
+                (Value::Array(_), Value::Object(_)) => Some(path),
+                (Value::Object(g), Value::Object(p)) => g.iter().find_map(|(k, v)| {
+                    let sub = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    first_list_for_a_table(v, p.get(k)?, sub)
+                }),
+                (Value::Array(g), Value::Array(p)) => {
+                    g.iter().zip(p).enumerate().find_map(|(i, (g, p))| first_list_for_a_table(g, p, format!("{path}[{i}]")))
+                }
+                _ => None,
+            }
+        }
+        let parsed = serde_json::to_value(self).expect("a scenario serializes");
+        match first_list_for_a_table(given, &parsed, String::new()) {
+            Some(path) => {
+                let msg = format!("expected a table, found a list (to set one of its keys, name it: {path}.<key>; keys in docs/scenario.md)");
+                Err(err(path, msg))
+            }
+            None => Ok(()),
+        }
     }
 
     fn from_deserializer<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Scenario, ScenarioError>
@@ -509,9 +543,19 @@ impl Scenario {
             if let (Some(at), Some(range)) = (msg.find("expected a whole number"), whole_number_range(&path)) {
                 msg = format!("{}expected a whole number, allowed {range}", &msg[..at]);
             }
-            if msg.contains("expected a table") && !path.is_empty() {
-                let hint = format!("expected a table (to set one of its keys, name it: {path}.<key>; keys in docs/scenario.md)");
-                msg = msg.replacen("expected a table", &hint, 1);
+            const MAP_FOR_LIST: &str = "invalid type: map, expected a list";
+            if msg.starts_with(MAP_FOR_LIST) {
+                let hint = format!("{MAP_FOR_LIST} (a list of tables is written [[{path}]] in TOML, once per entry)");
+                msg = msg.replacen(MAP_FOR_LIST, &hint, 1);
+            } else if msg.starts_with("invalid type: map, expected") && path.ends_with(']') {
+                // A list entry is a table where a value belongs: `[[x]]` written for `[x]`.
+                let parent = &path[..path.rfind('[').unwrap_or(path.len())];
+                msg = format!("{msg}; found a table in a list (if `[[{parent}]]` was meant as the table `[{parent}]`, use single brackets)");
+            }
+            if let Some(at) = msg.find("expected a table").filter(|_| !path.is_empty()) {
+                let phrase = if msg[at..].starts_with("expected a table, found a list") { "expected a table, found a list" } else { "expected a table" };
+                let hint = format!("{phrase} (to set one of its keys, name it: {path}.<key>; keys in docs/scenario.md)");
+                msg = msg.replacen(phrase, &hint, 1);
             }
             if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
                 path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
@@ -530,6 +574,9 @@ impl Scenario {
     /// Semantic checks, each naming the field and the allowed values.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         positive("duration_ms", self.duration_ms)?;
+        if self.duration_ms < 1e-6 {
+            return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", self.duration_ms)));
+        }
         if self.duration_ms > 3_600_000.0 {
             return Err(err("duration_ms", format!("{} is out of range; allowed up to 3600000 (one simulated hour)", self.duration_ms)));
         }
@@ -753,7 +800,9 @@ fn whole_number_range(path: &str) -> Option<String> {
         "threads_per_vcpu" => format!("{THREADS_PER_VCPU:?}"),
         "locks" => format!("{LOCKS:?}"),
         "timeout_unit_pauses" => format!("{TIMEOUT_UNIT_PAUSES:?}"),
-        "guest_hz" => format!("{TICK_HZ:?}"),
+        "guest_hz" | "hz" => format!("{TICK_HZ:?}"),
+        "work_units" => "1 or more".to_string(),
+        "max_ns" => format!("0..={} (whole nanoseconds; write 200000, not 2e5)", MAX_TIME_NS as u64),
         "seed" => format!("0..={}", u64::MAX),
         _ => return None,
     })
@@ -783,6 +832,8 @@ fn plain_types(message: &str) -> String {
     }
     match message.rsplit_once("expected struct ") {
         Some((before, name)) if !name.contains(' ') => format!("{before}expected a table"),
+        // A list where a table belongs, too short to be read as the table's fields in order.
+        Some((before, _)) if before.starts_with("invalid length ") => "expected a table, found a list".to_string(),
         _ => message.replace("expected a sequence", "expected a list"),
     }
 }
