@@ -154,3 +154,19 @@ def test_a_whole_number_field_of_the_wrong_type_gives_its_range(small):
 def test_a_run_that_ends_early_says_why(small):
     text = vspin.run(small, {"vm.*.work_units": 50}).summary()
     assert "ended before duration_ms = 20: every VM with a work_units target finished" in text
+
+
+@pytest.mark.parametrize("settings, message", [
+    ([("seed", 1)], "settings: expected a dict"),
+    ("seed=1", "settings: expected a dict"),
+    ({1: 2}, "settings: a path must be a string"),
+])
+def test_settings_of_the_wrong_type_are_a_scenario_error(small, settings, message):
+    with pytest.raises(vspin.ScenarioError, match=message):
+        vspin.run(small, settings)
+
+
+def test_numpy_scalars_are_plain_values_in_settings_and_overrides(small):
+    np = pytest.importorskip("numpy")
+    assert vspin.run(small, {"vm.0.vcpus": np.int64(1)}, seed=np.int64(3)).to_json() == \
+        vspin.run(small, {"vm.0.vcpus": 1}, seed=3).to_json()

@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -149,12 +150,6 @@ def test_an_output_path_in_a_missing_directory_fails_before_the_work(examples, c
         assert "the directory /no/such/dir does not exist" in capsys.readouterr().err
 
 
-def test_a_timeline_and_a_summary_in_one_file_are_refused(examples, tmp_path, capsys):
-    path = str(tmp_path / "both.json")
-    assert main(["run", str(examples / "overcommit-2x.toml"), "--timeline", path, "--out", path]) == 2
-    assert "--timeline and --out" in capsys.readouterr().err
-
-
 def test_reproduce_into_a_file_fails_before_any_run(tmp_path, capsys):
     target = tmp_path / "a-file"
     target.write_text("kept")
@@ -168,3 +163,47 @@ def test_bad_counts_are_named_without_a_traceback(capsys):
         with pytest.raises(SystemExit):
             main(["validate-locks", flag, "x", "--json", "/tmp/never.json"])
         assert "'x' is not a whole number" in capsys.readouterr().err
+
+
+def test_two_options_naming_one_file_are_refused_before_any_work(examples, tmp_path, capsys):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text((examples / "overcommit-2x.toml").read_text())
+    same = str(tmp_path / "same.out")
+    cases = [
+        ["run", str(scenario), "--out", str(scenario)],
+        ["run", str(scenario), "--out", same, "--timeline", same],
+        ["sweep", str(scenario), "--grid", "seed=1,2", "--store", same, "--csv", same],
+        ["bench-locks", "--threads", "1", "--seconds", "0.01", "--json", str(tmp_path / "x.png"),
+         "--plot", str(tmp_path / "x.png")],
+    ]
+    for args in cases:
+        assert main(args) == 2, args
+        assert "one file would overwrite the other" in capsys.readouterr().err
+    assert scenario.read_text() == (examples / "overcommit-2x.toml").read_text()
+    assert not (tmp_path / "same.out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--plot", "report.txt"], "the extension names the image format"),
+    (["--locks", "tas,tas"], "tas given twice"),
+    (["--locks", ","], "expected comma-separated lock names"),
+])
+def test_bench_locks_options_are_checked_when_parsed(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        main(["bench-locks", "--threads", "1", "--json", str(tmp_path / "r.json"), *args])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unknown_experiment_is_refused_before_its_directory_is_made(tmp_path, capsys):
+    out = tmp_path / "never"
+    assert main(["reproduce", "nope", "--out", str(out)]) == 2
+    assert "unknown experiment 'nope'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_write_that_fails_names_the_file(examples, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    assert main(["run", str(examples / "overcommit-2x.toml"), "--duration-ms", "5", "--out", "/dev/full"]) == 2
+    assert "/dev/full" in capsys.readouterr().err

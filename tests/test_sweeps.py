@@ -71,6 +71,37 @@ def test_a_bad_grid_names_the_path(small, grid, message):
         vspin.sweep(small, grid)
 
 
+@pytest.mark.parametrize("grid, message", [
+    ({"vm.*.lock": ["tas"], "vm[*].lock": ["ticket"]}, "both set the same setting"),
+    ({"vm.0.lock": ["tas"], "vm.*.lock": ["ticket"]}, "both set the same setting"),
+    ({"vm": [[]], "vm.0.vcpus": [1]}, "both set the same setting"),
+    ({"seed": list(range(1001)), "vm.*.vcpus": list(range(1000))}, "at most 1,000,000"),
+])
+def test_a_grid_whose_paths_overlap_or_that_is_too_big_is_refused_before_any_run(small, grid, message):
+    with pytest.raises(vspin.ScenarioError, match=message):
+        vspin.sweep(small, grid)
+
+
+@pytest.mark.parametrize("workers", ["2", 1.5, True, 0])
+def test_workers_must_be_a_whole_number(small, workers):
+    with pytest.raises(vspin.ScenarioError, match="workers: expected a whole number"):
+        vspin.sweep(small, {"seed": [1, 2]}, workers=workers)
+
+
+def test_a_grid_over_the_whole_vm_list_gets_its_own_column(small):
+    vm = {"name": "a", "vcpus": 2, "lock": "tas", "workload": {"preset": "kernbench"}}
+    df = vspin.sweep(small, {"vm": [[vm], [{**vm, "lock": "ticket"}]]}, workers=1)
+    assert list(df.columns[:2]) == ["vm (grid)", "vm"]
+    assert list(df["lock"]) == ["tas", "ticket"]
+
+
+def test_a_database_of_another_program_is_not_taken_for_a_store(small, tmp_path):
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).execute("CREATE TABLE runs (x INTEGER)").close()
+    with pytest.raises(vspin.ScenarioError, match="not a vspin store"):
+        vspin.sweep(small, {"seed": [1]}, store=other)
+
+
 def test_numpy_values_are_accepted(small):
     np = pytest.importorskip("numpy")
     df = vspin.sweep(small, {"seed": np.arange(1, 3)}, workers=1)

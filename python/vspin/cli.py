@@ -40,6 +40,47 @@ def _output_file(text: str) -> str:
     return text
 
 
+#: What matplotlib can write, by file extension (``--plot``).
+PLOT_FORMATS = ("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz", "tif", "tiff", "webp")
+
+
+def _plot_file(text: str) -> str:
+    """An output file for a figure, in a format its extension names."""
+    extension = os.path.splitext(text)[1].lstrip(".").lower()
+    if extension not in PLOT_FORMATS:
+        raise argparse.ArgumentTypeError(f"{text}: the extension names the image format; allowed "
+                                         f"{', '.join('.' + f for f in PLOT_FORMATS)}")
+    return _output_file(text)
+
+
+def _one_file_each(named: dict[str, str | None]) -> str | None:
+    """An error message if two of the files named (an option's or the scenario's) are one file,
+    which the later write would destroy; None if they are distinct."""
+    seen: dict[str, str] = {}
+    for name, path in named.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            return f"{seen[real]} and {name}: both name {path}; one file would overwrite the other"
+        seen[real] = name
+    return None
+
+
+def _scenario_file(text: str | None) -> str | None:
+    """The scenario argument if it names an existing file (it may be inline TOML)."""
+    return text if text and os.path.isfile(text) else None
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write a file the user asked for; a failure names the file (a full disk fails at close)."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+
+
 TIMELINE_WINDOW_MS = (0.0, 100.0)
 
 
@@ -47,21 +88,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.timeline_ms is not None and not args.timeline:
         print("error: --timeline-ms: sets the window of --timeline PATH, which is not given", file=sys.stderr)
         return 2
-    if args.timeline and args.out and os.path.realpath(args.timeline) == os.path.realpath(args.out):
-        print(f"error: --timeline and --out: both name {args.out}; the summary would overwrite the timeline",
-              file=sys.stderr)
+    clash = _one_file_each({"the scenario": _scenario_file(args.scenario), "--out": args.out,
+                            "--timeline": args.timeline})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
         return 2
     window = (args.timeline_ms or TIMELINE_WINDOW_MS) if args.timeline else None
     result = run(args.scenario, _settings(args), timeline=window, seed=args.seed, duration_ms=args.duration_ms)
     if args.timeline:
-        with open(args.timeline, "w") as f:
-            f.write(result.timeline)
+        _write_text(args.timeline, result.timeline)
         print(f"timeline of {window[0]:g}..{window[1]:g} ms: {args.timeline} (open in https://ui.perfetto.dev)",
               file=sys.stderr)
     text = result.to_json() if args.json else result.summary()
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+        _write_text(args.out, text + "\n")
     else:
         print(text)
     return 0
@@ -119,21 +159,29 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,4, got {text!r}") from None
 
 
-def _lock_names(text: str | None) -> list[str] | None:
-    """`--locks a,b` as a list; None (every lock) when not given."""
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+def _lock_names(text: str) -> list[str]:
+    """`--locks a,b` as a list of distinct names (which names exist is the benchmark's to say)."""
+    names = [x.strip() for x in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated lock names, e.g. ticket,tas; got {text!r}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(repeated)} given twice")
+    return names
 
 
 def _write_json(path: str, report: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")
+    _write_text(path, json.dumps(report, indent=2) + "\n")
 
 
 def _cmd_bench_locks(args: argparse.Namespace) -> int:
     from vspin.bench_locks import BenchConfigError, bench_locks, plot, table
 
-    locks = _lock_names(args.locks)
+    clash = _one_file_each({"--json": args.json, "--plot": args.plot})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    locks = args.locks
     try:
         report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup, args.pin)
     except BenchConfigError as e:
@@ -150,7 +198,11 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
     from vspin.validate_locks import DEFAULT_SEEDS, ValidationError, repredict, table, validate_locks
 
-    locks = _lock_names(args.locks)
+    clash = _one_file_each({"--measured": args.measured, "--costs": args.costs, "--json": args.json})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    locks = args.locks
     try:
         if args.measured:
             # The stored report fixes what was measured; options that would change it conflict.
@@ -196,7 +248,14 @@ def _write_validation(report: dict, path: str, table) -> int:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from vspin.reproduce import UnknownExperimentError, reproduce
+    from vspin.reproduce.registry import load_experiments, select
 
+    load_experiments()
+    try:
+        select(args.name)
+    except UnknownExperimentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     # The report is written after the runs: a directory that cannot hold it must fail now, not
     # after minutes of simulation (which, without --store, would be lost).
     try:
@@ -229,6 +288,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print("error: --grid: a sweep needs at least one, e.g. --grid vm.*.lock=ticket,tas --grid seed=1..3",
               file=sys.stderr)
         return 2
+    clash = _one_file_each({"the scenario": _scenario_file(args.scenario), "--store": args.store, "--csv": args.csv})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
     grid: dict = {}
     for text in args.grid:
         path, values = parse_grid(text)
@@ -238,8 +301,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         grid[path] = values
     df = sweep(args.scenario, grid, _settings(args), store=args.store, workers=args.workers, executor=args.dask)
     if args.csv:
-        df.to_csv(args.csv, index=False)
-    columns = [*grid, "vm", "lock"]
+        _write_text(args.csv, df.to_csv(index=False))
+    columns = [*df.columns[:list(df.columns).index("vm")], "vm", "lock"]
     rows = [[str(v) for v in row] + [f"{units:,.0f}"]
             for row, units in zip(df[columns].itertuples(index=False), df["throughput_per_s"])]
     print("\n".join(_table([*columns, "units/s"], rows, left=len(columns))))
@@ -329,12 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds the threads run before the measured seconds start (default 0)")
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
-    p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: all)")
+    p.add_argument("--locks", type=_lock_names, metavar="LIST", help="comma-separated lock names (default: all)")
     p.add_argument("--pin", default="none", metavar="PLACEMENT",
                    help="none (default: the OS scheduler places and migrates the threads) or round-robin "
                         "(thread i pinned to the i-th CPU)")
     p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
-    p.add_argument("--plot", type=_output_file, metavar="FILE.png", help="draw throughput against threads (log y)")
+    p.add_argument("--plot", type=_plot_file, metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
 
     p = sub.add_parser("validate-locks",
@@ -347,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds run before the measured and simulated seconds start (default 0.2)")
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
-    p.add_argument("--locks", metavar="LIST", help="comma-separated lock names (default: every simulated lock)")
+    p.add_argument("--locks", type=_lock_names, metavar="LIST", help="comma-separated lock names (default: every simulated lock)")
     p.add_argument("--repeat", type=_positive_int, default=3,
                    help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
     p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")

@@ -51,14 +51,26 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
             data["name"] = Path(scenario).stem
     else:
         raise ScenarioError(f"scenario: expected a file path, TOML text or a dict, got {type(scenario).__name__}")
+    if settings is not None and not isinstance(settings, dict):
+        raise ScenarioError(f"settings: expected a dict of paths to values, e.g. {{'vm.*.lock': 'tas'}}, "
+                            f"got {type(settings).__name__}")
     for path, value in (settings or {}).items():
+        if not isinstance(path, str):
+            raise ScenarioError(f"settings: a path must be a string like 'vm.*.lock', got {path!r}")
+        value = plain_value(value)
         _check_values(value, path)
         _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
+            value = plain_value(value)
             _check_values(value, key)
             data[key] = value
     return data
+
+
+def plain_value(value: Any) -> Any:
+    """A numpy scalar (from ``np.arange``, a DataFrame cell) as the Python value JSON takes."""
+    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
 
 
 def _exists(path: str) -> bool:

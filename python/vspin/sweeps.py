@@ -37,7 +37,7 @@ For example (keep the connection in a variable while you use a result: a relatio
     db.sql("SELECT lock, count(*), avg(throughput_per_s) FROM vms GROUP BY lock").show()
 
 The returned DataFrame has one row per point and VM: the grid's paths as columns (in grid
-order), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
+order; ``PATH (grid)`` where a metric has the path's name, as ``vm``), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
 count the points run now and those found in the store. With ``seed`` in the grid,
 ``over_seeds(df)`` gives each point's mean over the seeds, its 95% interval and its range (what
 ``vspin sweep`` prints after the table).
@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -61,7 +62,7 @@ import pandas as pd
 
 from vspin import _core
 from vspin.result import Result
-from vspin.scenario import Scenario, ScenarioError, load_scenario, validate
+from vspin.scenario import Scenario, ScenarioError, load_scenario, plain_value, validate
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -78,6 +79,8 @@ SELECT r.key, r.engine, r.scenario->>'name' AS scenario, CAST(r.result->>'seed' 
        CAST(vm.value->>'throughput_per_s' AS DOUBLE) AS throughput_per_s, vm.value AS metrics
 FROM runs r, json_each(r.result->'vms') AS vm;
 """
+
+_RUNS_COLUMNS = {"key", "engine", "scenario", "result", "stored_at"}
 
 _engine_hash: str | None = None
 
@@ -105,6 +108,11 @@ def run_canonical(item: tuple[int, str]) -> tuple[int, str, str]:
     return index, engine(), _core.run_json(text)
 
 
+#: The most points one sweep takes: each is validated and kept in memory before any runs, and a
+#: million one-second runs are weeks on one core (shard larger studies over several sweeps).
+MAX_POINTS = 1_000_000
+
+
 def points(grid: dict[str, list]) -> list[dict[str, Any]]:
     """The grid's points, in order: the cartesian product of its values."""
     plain = {}
@@ -115,9 +123,24 @@ def points(grid: dict[str, list]) -> list[dict[str, Any]]:
             values = list(values)
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"grid {path}: expected a non-empty list of values, got {values!r}")
-        # numpy scalars (from ``np.arange``, a DataFrame column) become the Python values JSON takes.
-        plain[path] = [v.item() if hasattr(v, "item") else v for v in values]
+        plain[path] = [plain_value(v) for v in values]
+    count = math.prod(len(v) for v in plain.values())
+    if count > MAX_POINTS:
+        raise ScenarioError(f"grid: {count:,} points; a sweep takes at most {MAX_POINTS:,} (split it, or sweep fewer values)")
+    paths = list(plain)
+    for i, a in enumerate(paths):
+        for b in paths[i + 1:]:
+            if _overlap(a, b):
+                raise ScenarioError(f"grid {a} and {b}: both set the same setting (one within the other, or "
+                                    f"the same under * or [i]); the later would silently win: give it once")
     return [dict(zip(plain, combo)) for combo in itertools.product(*plain.values())]
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether two setting paths can reach one value: equal key by key, where ``*`` matches any
+    key and ``x[0]`` is ``x.0``, up to the shorter path's length."""
+    ka, kb = (re.sub(r"\[(\d+|\*)\]", r".\1", p).split(".") for p in (a, b))
+    return all(x == y or "*" in (x, y) for x, y in zip(ka, kb))
 
 
 def _describe(point: dict[str, Any]) -> str:
@@ -130,8 +153,8 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
     """Run ``scenario`` at every point of ``grid`` (see the module docs); ``settings`` apply to
     every point first. Raises ScenarioError for a bad grid or point, InvariantError if a run broke
     an invariant (the runs stored before it are kept)."""
-    if workers is not None and workers < 1:
-        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ScenarioError(f"workers: expected a whole number, at least 1, got {workers!r}")
     if workers is not None and executor is not None:
         raise ScenarioError("workers and executor (--workers and --dask): give one of them "
                             "(a Dask cluster has its own workers)")
@@ -165,11 +188,17 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
     for i, point in enumerate(grid_points):
         vms = Result(json.loads(raw[i]), json.loads(texts[i])).vms.rename(columns={"name": "vm"})
         for column, (path, value) in enumerate(point.items()):
-            vms.insert(column, path, [value] * len(vms))
+            vms.insert(column, grid_column(path, vms.columns), [value] * len(vms))
         frames.append(vms)
     df = pd.concat(frames, ignore_index=True)
     df.attrs.update(ran=len(todo), reused=reused)
     return df
+
+
+def grid_column(path: str, metrics) -> str:
+    """The column of a grid path: the path itself, or ``PATH (grid)`` where a metric has that name
+    (a grid over the whole ``vm`` list beside the ``vm`` column)."""
+    return f"{path} (grid)" if path in metrics else path
 
 
 #: Student's t at 97.5% for 1..30 degrees of freedom (any table of it): the half-width of a 95%
@@ -216,7 +245,18 @@ class Store:
             self._db = duckdb.connect(str(path))
         except duckdb.Error as e:
             raise ScenarioError(f"store {path}: cannot open it as a DuckDB database: {e}") from None
-        self._db.execute(_SCHEMA)
+        try:
+            self._db.execute(_SCHEMA)
+            # A `runs` table of another program passes CREATE IF NOT EXISTS: check its columns.
+            columns = {row[0] for row in self._db.execute("DESCRIBE runs").fetchall()}
+        except duckdb.Error as e:
+            self._db.close()
+            raise ScenarioError(f"store {path}: not a vspin store (its tables runs and vms are another "
+                                f"program's: {str(e).splitlines()[0]}); give a new file or one vspin wrote") from None
+        if columns != _RUNS_COLUMNS:
+            self._db.close()
+            raise ScenarioError(f"store {path}: not a vspin store: its table runs has columns "
+                                f"{sorted(columns)}, a store's has {sorted(_RUNS_COLUMNS)}")
 
     def found(self, canonicals: list[str]) -> dict[int, str]:
         """The stored result JSON, by index, of those scenarios run by this process's engine."""
@@ -288,6 +328,8 @@ def parse_grid(text: str) -> tuple[str, list]:
         lo, hi = int(m[1]), int(m[2])
         if hi < lo:
             raise ScenarioError(f"--grid {text!r}: the range {lo}..{hi} is empty (write LOW..HIGH)")
+        if hi - lo + 1 > MAX_POINTS:
+            raise ScenarioError(f"--grid {text!r}: {hi - lo + 1:,} values; a sweep takes at most {MAX_POINTS:,} points")
         return path, list(range(lo, hi + 1))
     if raw.startswith("["):
         try:

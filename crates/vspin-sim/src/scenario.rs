@@ -667,8 +667,8 @@ impl Scenario {
         let mut names = std::collections::BTreeSet::new();
         for (i, vm) in self.vms.iter().enumerate() {
             let at = |f: &str| format!("vm[{i}].{f}");
-            if vm.name.is_empty() || !names.insert(vm.name.as_str()) {
-                return Err(err(at("name"), format!("{:?} must be non-empty and unique among VMs", vm.name)));
+            if vm.name.trim().is_empty() || !names.insert(vm.name.as_str()) {
+                return Err(err(at("name"), format!("{:?} must be non-empty (not only spaces) and unique among VMs", vm.name)));
             }
             if !TOPOLOGY_COUNT.contains(&vm.vcpus) {
                 return Err(err(at("vcpus"), format!("{} is out of range; allowed {TOPOLOGY_COUNT:?}", vm.vcpus)));
