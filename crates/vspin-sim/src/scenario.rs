@@ -766,6 +766,26 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             return Err(err(f("shootdown_targets"), format!("{t} is out of range; allowed 1..={} (other vCPUs of the VM)", vcpus.saturating_sub(1))));
         }
     }
+    // A length or count whose event the preset never draws, and whose probability is not given
+    // either, would be accepted and change nothing: name the key that enables it. (A probability
+    // given as 0 is a choice, e.g. one point of a sweep, and is left alone.)
+    let profile = crate::workload::Profile::new(w, vcpus, 0);
+    for (given, name, enabler, explicit, drawn) in [
+        (w.cs_long_ns.is_some(), "cs_long_ns", "cs_long_probability", w.cs_long_probability.is_some(), profile.cs_long_probability > 0.0),
+        (w.block_ns.is_some(), "block_ns", "block_probability", w.block_probability.is_some(), profile.block_probability > 0.0),
+        (
+            w.shootdown_targets.is_some(),
+            "shootdown_targets",
+            "shootdown_probability",
+            w.shootdown_probability.is_some(),
+            profile.shootdown_probability > 0.0,
+        ),
+    ] {
+        if given && !explicit && !drawn {
+            let msg = format!("has no effect: the {} preset has {enabler} = 0; set {enabler} too", w.preset.name());
+            return Err(err(f(name), msg));
+        }
+    }
     Ok(())
 }
 
