@@ -154,12 +154,12 @@ impl Sim {
     /// change, and at the end of the run.
     pub(crate) fn profile_long_waits(&mut self, l: u32) {
         let (now, pause_ps) = (self.now, self.costs.pause_ps);
-        let threshold_ps = PROFILE_THRESHOLD_PAUSES * pause_ps;
+        let threshold_ps = PROFILE_THRESHOLD_PAUSES.saturating_mul(pause_ps);
         // Most waits are short: rule them out without accounting (the segment in progress can
         // have added at most its whole length in PAUSEs).
         let may_have_crossed = |vc: &Vcpu| {
             let in_progress_ps = if vc.active { (now - vc.seg_start) * 1000 + vc.pause_carry_ps } else { 0 };
-            !vc.wait_profiled && vc.wait_pauses * pause_ps + in_progress_ps >= threshold_ps
+            !vc.wait_profiled && vc.wait_pauses.saturating_mul(pause_ps).saturating_add(in_progress_ps) >= threshold_ps
         };
         if !self.locks[l as usize].waiters.iter().any(|&w| may_have_crossed(&self.vcpus[w as usize])) {
             return;
