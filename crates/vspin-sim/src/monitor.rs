@@ -309,14 +309,20 @@ mod tests {
 
     #[test]
     fn preempting_the_next_waiter_of_a_free_fifo_lock_is_an_lwp_event() {
-        let mut s = sim("ticket");
-        s.lock_begin(0, 0);
-        s.lock_acquired(0, 0);
-        s.lock_begin(1, 0);
+        let mut s = held_by_0_and_awaited_by_1();
         s.vcpus[1].host = HostState::Runnable;
         s.lock_release(0, 0);
         assert_eq!(s.vcpus[1].counters.lwp_events, 1);
         assert!(s.violations.is_empty());
+    }
+
+    /// A ticket lock that vCPU 0 holds and vCPU 1 waits for.
+    fn held_by_0_and_awaited_by_1() -> Sim {
+        let mut s = sim("ticket");
+        s.lock_begin(0, 0);
+        s.lock_acquired(0, 0);
+        s.lock_begin(1, 0);
+        s
     }
 
     /// vCPU `v` spinning from now on, running.
@@ -334,10 +340,7 @@ mod tests {
 
     #[test]
     fn a_wait_past_the_profile_threshold_counts_once_as_lhp_while_the_lock_is_held() {
-        let mut s = sim("ticket");
-        s.lock_begin(0, 0);
-        s.lock_acquired(0, 0);
-        s.lock_begin(1, 0);
+        let mut s = held_by_0_and_awaited_by_1();
         spinning(&mut s, 1);
         spin_for(&mut s, 1 << 10);
         s.lock_release(0, 0);
@@ -349,10 +352,7 @@ mod tests {
 
     #[test]
     fn a_wait_that_passes_the_threshold_on_a_free_lock_counts_as_lwp_and_a_shorter_one_not_at_all() {
-        let mut s = sim("ticket");
-        s.lock_begin(0, 0);
-        s.lock_acquired(0, 0);
-        s.lock_begin(1, 0);
+        let mut s = held_by_0_and_awaited_by_1();
         s.vcpus[1].host = HostState::Runnable;
         s.lock_begin(2, 0);
         spinning(&mut s, 2);
