@@ -36,12 +36,21 @@ use crate::{mutex::ConstInit, native::Native};
 pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
     timeout_unit: u64,
+    halt_after: u64,
 }
 
 impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
     /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
     pub const fn with_timeout_unit(mut self, t: u64) -> Self {
         self.timeout_unit = t;
+        self
+    }
+
+    /// Halt after `attempts` failed attempts to take `locked` instead of `SPIN_THRESHOLD`
+    /// (2^15). The paper gives no count; each attempt is a locked write, so the same count
+    /// spins longer than the PV ticket lock's reads do (`docs/mechanisms/pticket.md`).
+    pub const fn with_halt_after(mut self, attempts: u64) -> Self {
+        self.halt_after = attempts;
         self
     }
 
@@ -85,7 +94,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
     type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
-        PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
+        PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD }
     }
 
     async fn lock_fast(&self, p: &P) -> Result<(), ()> {
@@ -94,7 +103,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
 
     async fn lock_slow(&self, p: &P, (): ()) {
         Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
-        while !Layout::<BITS>::compete(p, &self.word, SPIN_THRESHOLD).await {
+        while !Layout::<BITS>::compete(p, &self.word, self.halt_after).await {
             self.wait(p).await;
         }
     }
@@ -131,5 +140,5 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
 
 #[cfg(not(loom))]
 impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
-    const INIT: Self = PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT };
+    const INIT: Self = PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD };
 }

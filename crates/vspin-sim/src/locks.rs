@@ -2,7 +2,7 @@
 //! instantiated on the simulator's platform.
 use crate::guest::SimCpu;
 use crate::memory::Memory;
-use crate::scenario::LockKind;
+use crate::scenario::{LockKind, VmConfig};
 use vspin_locks::{
     ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
     PvPreemptableTicketLock, PvQueuedSpinLock, PvQueuedSpinLockV42, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock,
@@ -58,11 +58,24 @@ macro_rules! guest_locks {
 
 impl GuestLock {
     /// The VM's lock, with the scenario's tuning applied (validated to fit the lock kind).
-    pub(crate) fn new(kind: LockKind, timeout_unit: Option<u64>, mem: &mut Memory) -> Self {
-        match (Self::build(kind, mem), timeout_unit) {
-            (GuestLock::PreemptableTicket(l), Some(t)) => GuestLock::PreemptableTicket(l.with_timeout_unit(t)),
-            (GuestLock::PvPreemptableTicket(l), Some(t)) => GuestLock::PvPreemptableTicket(l.with_timeout_unit(t)),
-            (lock, _) => lock,
+    pub(crate) fn new(vm: &VmConfig, mem: &mut Memory) -> Self {
+        match Self::build(vm.lock, mem) {
+            GuestLock::PreemptableTicket(mut l) => {
+                if let Some(t) = vm.timeout_unit_pauses {
+                    l = l.with_timeout_unit(t);
+                }
+                GuestLock::PreemptableTicket(l)
+            }
+            GuestLock::PvPreemptableTicket(mut l) => {
+                if let Some(t) = vm.timeout_unit_pauses {
+                    l = l.with_timeout_unit(t);
+                }
+                if let Some(n) = vm.halt_after_attempts {
+                    l = l.with_halt_after(n);
+                }
+                GuestLock::PvPreemptableTicket(l)
+            }
+            lock => lock,
         }
     }
 }

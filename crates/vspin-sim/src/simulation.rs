@@ -296,7 +296,7 @@ impl Sim {
         let fifo = GuestLock::fifo(vm.lock);
         let first_lock = self.locks.len() as u32;
         let locks: Rc<[GuestLock]> =
-            (0..profile.locks).map(|_| GuestLock::new(vm.lock, vm.timeout_unit_pauses, &mut self.mem)).collect();
+            (0..profile.locks).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
         self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo)));
         for i in 0..vm.vcpus {
             let affinity = match &vm.pin {

@@ -199,3 +199,18 @@ fn halt_polling_gives_the_pcpu_to_another_runnable_vcpu() {
     let (off, on) = (run(&hackbench_host(2, 0)), run(&hackbench_host(2, 200_000)));
     assert!(waiting(&on) < 1.1 * waiting(&off), "waiting {} ns with polling vs {} without", waiting(&on), waiting(&off));
 }
+
+#[test]
+fn a_pv_preemptable_waiter_that_competes_fewer_times_halts_and_is_kicked_more_often() {
+    let kicks = |attempts: &str| {
+        let mut text = "seed = 1\nduration_ms = 1000\n[host]\ncores_per_socket = 8\n[hypervisor]\nple = { policy = \"off\" }\n".to_string();
+        for i in 0..2 {
+            text += &format!(
+                "[[vm]]\nname = \"vm{i}\"\nvcpus = 8\nlock = \"pv-preemptable-ticket\"\n{attempts}workload = {{ preset = \"dvdstore\" }}\n"
+            );
+        }
+        run(&Scenario::from_toml(&text).expect("valid scenario")).totals.kicks
+    };
+    let (default, short) = (kicks(""), kicks("halt_after_attempts = 1\n"));
+    assert!(short > 2 * default, "unlock kicks with halts after 2^15 failed attempts: {default}; after 1: {short}");
+}
