@@ -170,3 +170,12 @@ def test_numpy_scalars_are_plain_values_in_settings_and_overrides(small):
     np = pytest.importorskip("numpy")
     assert vspin.run(small, {"vm.0.vcpus": np.int64(1)}, seed=np.int64(3)).to_json() == \
         vspin.run(small, {"vm.0.vcpus": 1}, seed=3).to_json()
+
+
+@pytest.mark.parametrize("text", ["vm.0.name=inf", "vm.0.name=nan"])
+def test_a_setting_of_inf_or_nan_says_how_to_give_the_text(text):
+    from vspin.scenario import parse_setting
+
+    with pytest.raises(vspin.ScenarioError, match="for the text, quote it"):
+        parse_setting(text)
+

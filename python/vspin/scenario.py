@@ -125,6 +125,10 @@ def parse_setting(text: str) -> tuple[str, Any]:
         if raw.strip()[:1] in ("[", "{", '"', "'"):
             raise ScenarioError(f"--set {text!r}: the value is not valid TOML: {e}") from None
         value = raw
+    if isinstance(value, float) and not math.isfinite(value):
+        # TOML reads the bare words inf and nan as numbers.
+        raise ScenarioError(f"--set {text!r}: {raw.strip()} reads as the number {value}, which no field takes; "
+                            f"for the text, quote it: {path.strip()}='\"{raw.strip()}\"'")
     return path.strip(), value
 
 
