@@ -166,10 +166,18 @@ def test_settings_of_the_wrong_type_are_a_scenario_error(small, settings, messag
         vspin.run(small, settings)
 
 
-def test_numpy_scalars_are_plain_values_in_settings_and_overrides(small):
+def test_numpy_values_are_plain_values_in_settings_and_overrides(small):
     np = pytest.importorskip("numpy")
     assert vspin.run(small, {"vm.0.vcpus": np.int64(1)}, seed=np.int64(3)).to_json() == \
         vspin.run(small, {"vm.0.vcpus": 1}, seed=3).to_json()
+    assert vspin.validate(small, {"vm.0.pin": np.array([0, 1])})["vm"][0]["pin"] == [0, 1]
+    assert vspin.validate(small, {"vm.0.pin": list(np.arange(2))})["vm"][0]["pin"] == [0, 1]
+
+
+def test_a_setting_applied_to_every_entry_gives_each_its_own_copy(small):
+    data = vspin.validate(small, {"vm.*.workload": {"preset": "hackbench"}, "vm.0.workload.cs_ns": 100})
+    assert data["vm"][0]["workload"] == {"preset": "hackbench", "cs_ns": 100}
+    assert data["vm"][1]["workload"] == {"preset": "hackbench"}
 
 
 @pytest.mark.parametrize("text", ["vm.0.name=inf", "vm.0.name=nan"])

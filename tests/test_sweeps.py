@@ -72,14 +72,23 @@ def test_a_bad_grid_names_the_path(small, grid, message):
 
 
 @pytest.mark.parametrize("grid, message", [
-    ({"vm.*.lock": ["tas"], "vm[*].lock": ["ticket"]}, "both set the same setting"),
-    ({"vm.0.lock": ["tas"], "vm.*.lock": ["ticket"]}, "both set the same setting"),
-    ({"vm": [[]], "vm.0.vcpus": [1]}, "both set the same setting"),
+    ({"vm.*.lock": ["tas"], "vm[*].lock": ["ticket"]}, "would overwrite what"),
+    ({"vm.0.lock": ["tas"], "vm.*.lock": ["ticket"]}, "would overwrite what"),
+    ({"vm.0.vcpus": [1], "vm": [[]]}, "would overwrite what"),
     ({"seed": list(range(1001)), "vm.*.vcpus": list(range(1000))}, "at most 1,000,000"),
+    ({"seed": range(10**9)}, "at most 1,000,000"),
 ])
-def test_a_grid_whose_paths_overlap_or_that_is_too_big_is_refused_before_any_run(small, grid, message):
+def test_a_grid_whose_paths_overwrite_each_other_or_that_is_too_big_is_refused_before_any_run(small, grid, message):
     with pytest.raises(vspin.ScenarioError, match=message):
         vspin.sweep(small, grid)
+
+
+def test_a_deeper_path_after_a_table_refines_one_entry_only(small):
+    df = vspin.sweep(small, {"vm.*.workload": [{"preset": "kernbench"}], "vm.0.workload.cs_ns": [100, 2000]},
+                     workers=1)
+    assert list(df["vm.*.workload"]) == [{"preset": "kernbench"}] * 4
+    alone = vspin.run(small, {"vm.0.workload.cs_ns": 2000}).vms
+    assert list(df[df["vm.0.workload.cs_ns"] == 2000]["work_units"]) == list(alone["work_units"])
 
 
 @pytest.mark.parametrize("workers", ["2", 1.5, True, 0])

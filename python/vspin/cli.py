@@ -75,7 +75,7 @@ def _scenario_file(text: str | None) -> str | None:
 def _write_text(path: str, text: str) -> None:
     """Write a file the user asked for; a failure names the file (a full disk fails at close)."""
     try:
-        with open(path, "w") as f:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise OSError(e.errno, e.strerror, path) from None
@@ -198,10 +198,6 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
     from vspin.validate_locks import DEFAULT_SEEDS, ValidationError, repredict, table, validate_locks
 
-    clash = _one_file_each({"--measured": args.measured, "--costs": args.costs, "--json": args.json})
-    if clash:
-        print(f"error: {clash}", file=sys.stderr)
-        return 2
     locks = args.locks
     try:
         if args.measured:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import math
@@ -69,8 +70,15 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
 
 
 def plain_value(value: Any) -> Any:
-    """A numpy scalar (from ``np.arange``, a DataFrame cell) as the Python value JSON takes."""
-    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
+    """numpy scalars and arrays (from ``np.arange``, a DataFrame cell), also inside lists and
+    tables, as the Python values JSON takes."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, list):
+        return [plain_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain_value(v) for k, v in value.items()}
+    return value
 
 
 def _exists(path: str) -> bool:
@@ -150,12 +158,12 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
                     raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries (use 0..{len(t) - 1} or *)")
                 for i in items:
                     if last:
-                        t[i] = value
+                        t[i] = copy.deepcopy(value)  # each target its own: a later setting may refine one
                     else:
                         following.append(t[i])
             elif isinstance(t, dict):
                 if last:
-                    t[key] = value
+                    t[key] = copy.deepcopy(value)
                 else:
                     following.append(t.setdefault(key, {}))
             else:

@@ -119,6 +119,8 @@ def points(grid: dict[str, list]) -> list[dict[str, Any]]:
     for path, values in grid.items():
         if not isinstance(path, str) or not path:
             raise ScenarioError(f"grid: a path must be a non-empty string like 'vm.*.lock', got {path!r}")
+        if hasattr(values, "__len__") and not isinstance(values, (str, bytes, dict)) and len(values) > MAX_POINTS:
+            raise ScenarioError(f"grid {path}: {len(values):,} values; a sweep takes at most {MAX_POINTS:,} points")
         if hasattr(values, "__iter__") and not isinstance(values, (str, bytes, dict)):
             values = list(values)
         if not isinstance(values, list) or not values:
@@ -130,17 +132,19 @@ def points(grid: dict[str, list]) -> list[dict[str, Any]]:
     paths = list(plain)
     for i, a in enumerate(paths):
         for b in paths[i + 1:]:
-            if _overlap(a, b):
-                raise ScenarioError(f"grid {a} and {b}: both set the same setting (one within the other, or "
-                                    f"the same under * or [i]); the later would silently win: give it once")
+            if _overwrites(a, b):
+                raise ScenarioError(f"grid {a} and {b}: {b} would overwrite what {a} sets (the same setting "
+                                    f"under * or [i], or a table after a key inside it): give it once, or the "
+                                    f"table first")
     return [dict(zip(plain, combo)) for combo in itertools.product(*plain.values())]
 
 
-def _overlap(a: str, b: str) -> bool:
-    """Whether two setting paths can reach one value: equal key by key, where ``*`` matches any
-    key and ``x[0]`` is ``x.0``, up to the shorter path's length."""
-    ka, kb = (re.sub(r"\[(\d+|\*)\]", r".\1", p).split(".") for p in (a, b))
-    return all(x == y or "*" in (x, y) for x, y in zip(ka, kb))
+def _overwrites(first: str, later: str) -> bool:
+    """Whether setting ``later`` after ``first`` can replace a value ``first`` set: the two reach
+    one value (equal key by key, ``*`` matching any key, ``x[0]`` being ``x.0``) and ``later`` is
+    not deeper. A deeper path after a shallower one refines it (a table, then one of its keys)."""
+    ka, kb = (re.sub(r"\[(\d+|\*)\]", r".\1", p).split(".") for p in (first, later))
+    return len(kb) <= len(ka) and all(x == y or "*" in (x, y) for x, y in zip(ka, kb))
 
 
 def _describe(point: dict[str, Any]) -> str:

@@ -21,7 +21,9 @@
 //! make LHP dominate every long wait, which Table 2 (LWP 88.5% at x2) rules out, so we count
 //! what the patch evidently means: each long wait once, by the lock's state when it passes the
 //! threshold. "Held" includes a running holder with a long queue: plain contention counts as LHP,
-//! as in the patch.
+//! as in the patch. For both counts a lock is held from the return of the guest's `lock()` to its
+//! call of `unlock()`: a qspinlock's new owner has set `locked` before it hands the queue head on,
+//! and a wait that passes the threshold in that gap counts as on a free lock.
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HaltReason, HostState, Vcpu};
 use std::collections::VecDeque;
