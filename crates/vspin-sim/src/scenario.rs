@@ -798,6 +798,15 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             return Err(err(f(name), msg));
         }
     }
+    // The converse for shootdowns: a probability of sending them to no vCPU.
+    if w.shootdown_probability.is_some_and(|p| p > 0.0) && profile.shootdown_targets == 0 {
+        let msg = if vcpus < 2 {
+            "has no effect: a shootdown needs another vCPU; this VM has 1".to_string()
+        } else {
+            format!("has no effect: the {} preset sends shootdowns to no vCPU; set shootdown_targets too", w.preset.name())
+        };
+        return Err(err(f("shootdown_probability"), msg));
+    }
     Ok(())
 }
 
