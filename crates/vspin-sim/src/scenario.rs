@@ -683,20 +683,19 @@ impl Scenario {
             if vm.work_units == Some(0) {
                 return Err(err(at("work_units"), "must be at least 1 (or absent to run for the duration)"));
             }
-            if let Some(t) = vm.timeout_unit_pauses {
-                if !matches!(vm.lock, LockKind::PreemptableTicket | LockKind::PvPreemptableTicket) {
-                    return Err(err(at("timeout_unit_pauses"), format!("applies only to lock = \"preemptable-ticket\" or \"pv-preemptable-ticket\", not {:?}", vm.lock.name())));
-                }
-                if !TIMEOUT_UNIT_PAUSES.contains(&t) {
-                    return Err(err(at("timeout_unit_pauses"), format!("{t} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
-                }
-            }
-            if let Some(n) = vm.halt_after_attempts {
-                if vm.lock != LockKind::PvPreemptableTicket {
-                    return Err(err(at("halt_after_attempts"), format!("applies only to lock = \"pv-preemptable-ticket\", not {:?}", vm.lock.name())));
+            // The preemptable locks' tunings: PAUSE or attempt counts, each for the locks it exists in.
+            use LockKind::{PreemptableTicket, PvPreemptableTicket};
+            for (key, value, locks) in [
+                ("timeout_unit_pauses", vm.timeout_unit_pauses, &[PreemptableTicket, PvPreemptableTicket][..]),
+                ("halt_after_attempts", vm.halt_after_attempts, &[PvPreemptableTicket][..]),
+            ] {
+                let Some(n) = value else { continue };
+                if !locks.contains(&vm.lock) {
+                    let names = locks.iter().map(|l| format!("{:?}", l.name())).collect::<Vec<_>>().join(" or ");
+                    return Err(err(at(key), format!("applies only to lock = {names}, not {:?}", vm.lock.name())));
                 }
                 if !TIMEOUT_UNIT_PAUSES.contains(&n) {
-                    return Err(err(at("halt_after_attempts"), format!("{n} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
+                    return Err(err(at(key), format!("{n} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
                 }
             }
             self.validate_pin(vm, &at("pin"))?;
