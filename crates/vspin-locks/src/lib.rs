@@ -82,6 +82,7 @@ pub mod pv_qspinlock_v42;
 pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
+pub mod tas_yield;
 pub mod ticket;
 
 pub use platform::{
@@ -96,4 +97,5 @@ pub use pv_qspinlock_v42::PvQueuedSpinLockV42;
 pub use pv_ticket::PvTicketLock;
 pub use qspinlock::QueuedSpinLock;
 pub use tas::TasLock;
+pub use tas_yield::TasYieldLock;
 pub use ticket::TicketLock;

@@ -38,6 +38,7 @@ use crate::pv_qspinlock_v42::PvQueuedSpinLockV42;
 use crate::pv_ticket::PvTicketLock;
 use crate::qspinlock::QueuedSpinLock;
 use crate::tas::TasLock;
+use crate::tas_yield::TasYieldLock;
 use crate::ticket::TicketLock;
 
 /// A lock that can be built in a `const` context on the native platform.
@@ -142,6 +143,9 @@ fair_unlock_is_unlock! {
 
 /// Test-and-set (unfair; a preempted waiter blocks nobody).
 pub type TasMutex<T> = lock_api::Mutex<NativeRaw<TasLock<Native>>, T>;
+/// Test-and-set that calls `sched_yield` after every 2047 PAUSEs of waiting (the Windows guest
+/// lock under Xen: `HvNotifyLongSpinWait` is a yield).
+pub type TasYieldMutex<T> = lock_api::Mutex<NativeRaw<TasYieldLock<Native>>, T>;
 /// The plain ticket lock (FIFO; collapses when a waiter is preempted).
 pub type TicketMutex<T> = lock_api::Mutex<NativeRaw<TicketLock<Native>>, T>;
 /// The paravirtual ticket lock: spin 2^15 PAUSEs, then futex-wait until the unlocker kicks.

@@ -365,6 +365,13 @@ fn tas_keeps_mutual_exclusion() {
 }
 
 #[test]
+fn tas_yield_keeps_mutual_exclusion() {
+    for seed in 1..=8 {
+        run::<TasYieldLock<Cpu>>(4, 60, 0, seed, true);
+    }
+}
+
+#[test]
 fn ticket_is_fifo_across_the_wrap() {
     for seed in 1..=8 {
         assert_fifo(&run::<TicketLock<Cpu>>(4, 60, WRAP16, seed, true));

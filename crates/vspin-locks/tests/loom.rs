@@ -78,7 +78,10 @@ fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u
 /// Three threads are explored with fewer preemptions when two waiters can spin without bound
 /// (TAS, ticket, the preemptable lock's `locked` bit, the queued spinlock's MCS queue): every PAUSE is a loom yield, a free
 /// scheduling point, and two spinners yielding to each other multiply the executions beyond
-/// minutes. The PV locks halt after one PAUSE here, and a halted thread is not scheduled.
+/// minutes. The PV locks halt after one PAUSE here, and a halted thread is not scheduled. The
+/// yielding TAS lock's waiters alternate one-PAUSE spins with yields, and with one preemption its
+/// three-thread model exceeds loom's branch limit: it is explored with none (every thread switch
+/// at a yield or a blocking point).
 macro_rules! models {
     ($($name:ident: $lock:ty, $three_thread_preemptions:expr;)*) => {$(
         mod $name {
@@ -97,6 +100,7 @@ macro_rules! models {
 
 models! {
     tas: TasLock<Native>, 1;
+    tas_yield: TasYieldLock<Native>, 0;
     ticket: TicketLock<Native>, 1;
     pv_ticket: PvTicketLock<Native>, 2;
     oticket: OTicketLock<Native>, 2;

@@ -16,6 +16,10 @@ pub enum Event {
     SpinCheck { vcpu: u32, gen: u32 },
     /// Host scheduler tick on a pCPU.
     Tick { pcpu: u32 },
+    /// A pCPU's credit1 slice (or rate-limit) timer: `schedule()` is due (`credit1.rs`).
+    SliceEnd { pcpu: u32, gen: u32 },
+    /// credit1's accounting on the master pCPU, every slice (`credit1.rs`).
+    CreditAccounting,
     /// A pCPU's periodic load balancing is due (`load_balance.rs`).
     Balance { pcpu: u32 },
     /// A host interruption of a pCPU (`interruptions`).

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod scenario;
 
 mod cpuidle;
+mod credit1;
 mod directed_yield;
 mod eevdf;
 mod guest;

@@ -58,6 +58,7 @@ fn busy_factor(scheduler: SchedulerKind) -> u64 {
     match scheduler {
         SchedulerKind::Cfs => 32,
         SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => 16,
+        SchedulerKind::Credit1 => unreachable!("Xen's credit1 balances by stealing (credit1.rs)"),
     }
 }
 
@@ -101,7 +102,10 @@ impl Sim {
     /// Arm every pCPU's balancing tick, when periodic balancing is on and some vCPU may move
     /// (with every vCPU pinned there is nothing to balance, and no event is spent on it).
     pub(crate) fn start_periodic_balance(&mut self) {
-        if self.load_balance != LoadBalanceKind::Periodic || self.vcpus.iter().all(|v| v.affinity != Affinity::Any) {
+        if self.load_balance != LoadBalanceKind::Periodic
+            || self.credit1.is_some()
+            || self.vcpus.iter().all(|v| v.affinity != Affinity::Any)
+        {
             return;
         }
         for p in 0..self.pcpus.len() as u32 {

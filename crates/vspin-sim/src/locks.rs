@@ -5,7 +5,7 @@ use crate::memory::Memory;
 use crate::scenario::{LockKind, VmConfig};
 use vspin_locks::{
     ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
-    PvPreemptableTicketLock, PvQueuedSpinLock, PvQueuedSpinLockV42, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock,
+    PvPreemptableTicketLock, PvQueuedSpinLock, PvQueuedSpinLockV42, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock, TasYieldLock,
     TicketLock,
 };
 
@@ -82,6 +82,7 @@ impl GuestLock {
 
 guest_locks! {
     Tas => TasLock,
+    TasYield => TasYieldLock,
     Ticket => TicketLock,
     PvTicket => PvTicketLock,
     PreemptableTicket => PreemptableTicketLock,

@@ -7,6 +7,8 @@
 //! - `spurious_wakeups`: returns from a PV-lock halt that no kick caused (an interrupt woke it).
 //! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin`, and (with
 //!   `directed_yield = "kvm-6.8"` or `"kvm-6.18"`) from a kick's `kvm_sched_yield`.
+//! - `yields`: `SCHEDOP_yield` hypercalls (a guest lock's `yield_now`), and under
+//!   `scheduler = "credit1"` PLE exits, which Xen turns into the same yield.
 //! - `lhp_events`: lock-holder preemption: a holder's vCPU is descheduled while runnable and
 //!   another vCPU waits for that lock (once per preemption of the holder).
 //! - `lwp_events`: lock-waiter preemption: a FIFO lock is released (or free) while the waiter
@@ -44,6 +46,7 @@ pub struct Counters {
     pub kicks: u64,
     pub spurious_wakeups: u64,
     pub directed_yields: u64,
+    pub yields: u64,
     pub lhp_events: u64,
     pub lwp_events: u64,
     pub lhp_waits: u64,
@@ -63,6 +66,7 @@ impl Counters {
         self.kicks += o.kicks;
         self.spurious_wakeups += o.spurious_wakeups;
         self.directed_yields += o.directed_yields;
+        self.yields += o.yields;
         self.lhp_events += o.lhp_events;
         self.lwp_events += o.lwp_events;
         self.lhp_waits += o.lhp_waits;

@@ -61,12 +61,14 @@ macro_rules! named_values {
     };
 }
 
-named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618 });
+named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618, "credit1" => Credit1 });
+named_values!(Credit1Yield { "stock" => Stock, "patched" => Patched });
 named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68, "kvm-6.18" => Kvm618 });
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
     "tas" => Tas,
+    "tas-yield" => TasYield,
     "ticket" => Ticket,
     "pv-ticket" => PvTicket,
     "preemptable-ticket" => PreemptableTicket,
@@ -252,6 +254,40 @@ pub struct HypervisorConfig {
     pub load_balance: LoadBalanceKind,
     #[serde(default)]
     pub halt_poll: HaltPollConfig,
+    /// Xen credit1's settings; only with `scheduler = "credit1"`.
+    #[serde(default)]
+    pub credit1: Option<Credit1Config>,
+}
+
+/// Xen credit1 (`credit1.rs`, `kernel-mechanisms.md` §6). The defaults are Xen 4.1's, the first
+/// release with the yield patch of the `xen-yield` seed and the last before the rate limit.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Credit1Config {
+    /// What `SCHEDOP_yield` does: `"stock"`, re-insert the vCPU by priority, which nearly always
+    /// picks it again (Xen before 4.1); `"patched"`, put it behind one lower-priority vCPU
+    /// (George Dunlap's patch, commit 5fc9f5ef6c, in Xen since 4.1).
+    #[serde(rename = "yield")]
+    pub yield_: Credit1Yield,
+    /// `sched_credit_tslice_ms`: the time slice, and three accounting ticks per slice.
+    pub tslice_ms: u32,
+    /// `sched_ratelimit_us`: a vCPU scheduled less than this long ago keeps its pCPU at
+    /// `schedule()`, even when it yields (as in Xen 4.2–4.7). 0: none (before Xen 4.2).
+    pub ratelimit_us: u32,
+}
+
+impl Default for Credit1Config {
+    fn default() -> Self {
+        Credit1Config { yield_: Credit1Yield::Patched, tslice_ms: 30, ratelimit_us: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credit1Yield {
+    Stock,
+    #[default]
+    Patched,
 }
 
 /// KVM halt polling (`kvm_vcpu_halt`, `kernel-mechanisms.md` §5.5): after an HLT exit the vCPU
@@ -289,6 +325,9 @@ pub enum SchedulerKind {
     /// Linux EEVDF as in v6.18: v6.8's, plus delayed dequeue, the 0.70 ms base slice, the
     /// forfeiting yield, `PICK_BUDDY` and the relative deadline of a migrated thread (`eevdf.rs`).
     Eevdf618,
+    /// Xen's credit1 (`credit1.rs`): credits, BOOST/UNDER/OVER priorities, a 30 ms slice, work
+    /// stealing; a PLE exit yields (`SCHEDOP_yield`) instead of searching for a candidate.
+    Credit1,
 }
 
 impl SchedulerKind {
@@ -387,6 +426,7 @@ pub enum PlePolicy {
 #[serde(rename_all = "kebab-case")]
 pub enum LockKind {
     Tas,
+    TasYield,
     Ticket,
     PvTicket,
     PreemptableTicket,
@@ -493,18 +533,20 @@ impl Scenario {
     /// Parse and validate a TOML scenario.
     pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
         let de = toml::Deserializer::parse(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
-        let sc = Self::from_deserializer(de)?;
+        let mut sc = Self::from_deserializer(de)?;
         let given: serde_json::Value = toml::from_str(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
         sc.tables_given_as_tables(&given)?;
+        sc.xen_settings(&given)?;
         Ok(sc)
     }
 
     /// Parse and validate a scenario given as JSON (the same structure as the TOML file).
     pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let sc = Self::from_deserializer(&mut de)?;
+        let mut sc = Self::from_deserializer(&mut de)?;
         let given: serde_json::Value = serde_json::from_str(text).map_err(|e| err("", e.to_string()))?;
         sc.tables_given_as_tables(&given)?;
+        sc.xen_settings(&given)?;
         Ok(sc)
     }
 
@@ -657,6 +699,7 @@ impl Scenario {
                 return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
             }
         }
+        self.validate_credit1()?;
         if self.hypervisor.halt_poll.max_ns as f64 > MAX_TIME_NS {
             let max = self.hypervisor.halt_poll.max_ns;
             return Err(err("hypervisor.halt_poll.max_ns", format!("{max} is out of range; allowed 0..={MAX_TIME_NS:e} (one simulated hour)")));
@@ -700,6 +743,58 @@ impl Scenario {
             }
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
+        }
+        Ok(())
+    }
+
+    /// Xen's settings only under Xen, and KVM's halt polling never there.
+    fn validate_credit1(&self) -> Result<(), ScenarioError> {
+        let hv = &self.hypervisor;
+        if hv.scheduler != SchedulerKind::Credit1 {
+            return match hv.credit1 {
+                Some(_) => Err(err("hypervisor.credit1", format!("applies only to scheduler = \"credit1\", not {:?}", hv.scheduler.name()))),
+                None => Ok(()),
+            };
+        }
+        if hv.halt_poll.max_ns > 0 {
+            return Err(err("hypervisor.halt_poll.max_ns", "KVM halt polling does not exist under scheduler = \"credit1\" (Xen); allowed 0"));
+        }
+        let c = hv.credit1.clone().unwrap_or_default();
+        if !CREDIT1_TSLICE_MS.contains(&c.tslice_ms) {
+            return Err(err("hypervisor.credit1.tslice_ms", format!("{} is out of range; allowed {CREDIT1_TSLICE_MS:?} (Xen's sched_credit_tslice_ms)", c.tslice_ms)));
+        }
+        let max = (*CREDIT1_RATELIMIT_US.end()).min(c.tslice_ms * 1000);
+        if c.ratelimit_us != 0 && !(*CREDIT1_RATELIMIT_US.start()..=max).contains(&c.ratelimit_us) {
+            return Err(err(
+                "hypervisor.credit1.ratelimit_us",
+                format!("{} is out of range; allowed 0 (none) or {}..={max} (at most the time slice)", c.ratelimit_us, CREDIT1_RATELIMIT_US.start()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Under Xen: KVM's candidate search, halt polling and window policy and Linux's balancers
+    /// do not exist, so setting them is refused (their defaults cannot be told from a given
+    /// value after parsing, hence the check on the keys given); the PLE window, unless given,
+    /// is Xen's fixed one (`ple_window = 4096`, `ple_gap = 128` in Xen's `vmx.c`).
+    fn xen_settings(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        if self.hypervisor.scheduler != SchedulerKind::Credit1 {
+            return Ok(());
+        }
+        let hv = given.get("hypervisor");
+        for key in ["directed_yield", "load_balance", "halt_poll"] {
+            if hv.and_then(|h| h.get(key)).is_some() {
+                let msg = "is a KVM/Linux setting, which scheduler = \"credit1\" (Xen) does not use: a PLE exit yields, and idle pCPUs steal work (docs/scenario.md)";
+                return Err(err(format!("hypervisor.{key}"), msg));
+            }
+        }
+        match hv.and_then(|h| h.get("ple")).and_then(|p| p.get("policy")) {
+            None => self.hypervisor.ple.policy = PlePolicy::Fixed,
+            Some(_) if self.hypervisor.ple.policy == PlePolicy::Kvm => {
+                let msg = "\"kvm\" (grow and shrink) is KVM's; allowed under scheduler = \"credit1\": \"fixed\" (Xen's, the default there) or \"off\"";
+                return Err(err("hypervisor.ple.policy", msg));
+            }
+            Some(_) => {}
         }
         Ok(())
     }
@@ -831,6 +926,10 @@ const JITTER: RangeInclusive<f64> = 0.0..=0.5;
 const TIMEOUT_UNIT_PAUSES: RangeInclusive<u64> = 1..=1 << 30;
 /// The host's and a guest's timer tick (`CONFIG_HZ`).
 const TICK_HZ: RangeInclusive<u32> = 10..=10_000;
+/// Xen's bounds on `sched_credit_tslice_ms` and `sched_ratelimit_us` (`XEN_SYSCTL_CSCHED_TSLICE_*`,
+/// `XEN_SYSCTL_SCHED_RATELIMIT_*`).
+const CREDIT1_TSLICE_MS: RangeInclusive<u32> = 1..=1000;
+const CREDIT1_RATELIMIT_US: RangeInclusive<u32> = 100..=500_000;
 
 /// The allowed values of a whole-number field whose range is narrower than its type's, so that
 /// a value of the wrong type or sign is answered with the range `validate` enforces.

@@ -109,6 +109,7 @@ impl Sim {
                 return Some(se);
             }
             SchedulerKind::Cfs => {}
+            SchedulerKind::Credit1 => unreachable!("credit1 picks in credit1_schedule"),
         }
         let rq = &self.pcpus[p as usize];
         let cands = || rq.queued.iter().copied().chain(rq.curr);
@@ -133,6 +134,9 @@ impl Sim {
 
     /// `schedule()` on pCPU `p`: pick the next vCPU and switch to it if it is not the current.
     pub(crate) fn schedule(&mut self, p: u32) {
+        if self.credit1.is_some() {
+            return self.credit1_schedule(p);
+        }
         self.update_curr(p);
         let prev = self.pcpus[p as usize].curr;
         let next = self.pick_next(p);
@@ -164,22 +168,28 @@ impl Sim {
         self.maybe_arm_tick(p);
     }
 
-    /// The current vCPU of its pCPU stops running but stays runnable (KVM `preempted`).
+    /// The current vCPU of its pCPU stops running but stays runnable (KVM `preempted`), and
+    /// goes back to its run queue.
     fn deschedule(&mut self, v: u32) {
+        self.stop_running(v);
+        let p = self.vcpus[v as usize].pcpu;
+        self.pcpus[p as usize].queued.push(v);
+    }
+
+    /// The current vCPU of its pCPU stops running but stays runnable; the caller queues it.
+    pub(crate) fn stop_running(&mut self, v: u32) {
         self.stop_segment(v);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Runnable;
         vc.state_since = now;
         vc.preempted = true;
-        let p = vc.pcpu;
-        self.pcpus[p as usize].queued.push(v);
         self.on_preempted(v);
     }
 
     /// Context switch to `v` on `p` (`kvm_sched_in`): shrink the PLE window, pay the switch, the
     /// wake-up if it was halted, and VM entry; then deliver IPIs that waited for it.
-    fn switch_in(&mut self, v: u32, p: u32) {
+    pub(crate) fn switch_in(&mut self, v: u32, p: u32) {
         let now = self.now;
         let c = &self.costs;
         let (switch, wakeup, entry) = (c.context_switch, c.wakeup, c.vm_entry);
@@ -227,12 +237,13 @@ impl Sim {
     /// The periodic tick runs while the pCPU is busy (it stops only when idle, `NO_HZ_IDLE`).
     /// Under CFS a tick with one thread does nothing, so it is armed only for two or more; under
     /// EEVDF it renews the running thread's deadline every slice (`update_deadline`), which the
-    /// next wake-up's pick compares against, so it runs for one thread too.
+    /// next wake-up's pick compares against, so it runs for one thread too; under credit1 it
+    /// charges the running vCPU (every 10 ms, not the host's `hz`).
     pub(crate) fn maybe_arm_tick(&mut self, p: u32) {
-        let needed = if self.scheduler.is_eevdf() { 1 } else { 2 };
+        let needed = if self.scheduler == SchedulerKind::Cfs { 2 } else { 1 };
         if !self.pcpus[p as usize].tick_armed && self.nr_runnable(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
-            let t = self.costs.tick_ns;
+            let t = self.credit1.as_ref().map_or(self.costs.tick_ns, |c| c.tick_ns);
             self.q.push((self.now / t + 1) * t, Event::Tick { pcpu: p });
         }
     }
@@ -240,7 +251,9 @@ impl Sim {
     /// Scheduler tick: `check_preempt_tick` (CFS) or `update_deadline` (EEVDF).
     pub(crate) fn tick(&mut self, p: u32) {
         self.pcpus[p as usize].tick_armed = false;
-        if self.scheduler.is_eevdf() {
+        if self.credit1.is_some() {
+            self.credit1_tick(p);
+        } else if self.scheduler.is_eevdf() {
             self.update_curr(p);
             if self.pcpus[p as usize].need_resched {
                 self.schedule(p);
@@ -271,6 +284,9 @@ impl Sim {
     /// `yield_task_fair`: mark the yielding vCPU as the skip buddy (CFS) or push its deadline
     /// back (EEVDF).
     pub(crate) fn yield_task(&mut self, p: u32, v: u32) {
+        if self.credit1.is_some() {
+            return self.credit1_yield(v);
+        }
         if self.scheduler.is_eevdf() {
             return self.eevdf_yield(p, v);
         }
@@ -305,6 +321,9 @@ impl Sim {
 
     /// Enqueue a woken vCPU (`place_entity`, `check_preempt_wakeup`).
     pub(crate) fn enqueue_woken(&mut self, v: u32) {
+        if self.credit1.is_some() {
+            return self.credit1_wake(v);
+        }
         // EEVDF v6.18: a delayed vCPU is still on its run queue (`ttwu_runnable`): it is woken
         // where it is, and only the preemption check runs (after `update_curr`, as there).
         if self.requeue_delayed(v) {
@@ -350,6 +369,7 @@ impl Sim {
         let wins = match self.scheduler {
             SchedulerKind::Cfs => self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64,
             SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => self.pick_eevdf(p, true) == Some(v),
+            SchedulerKind::Credit1 => unreachable!("credit1 wakes through credit1_wake"),
         };
         if !wins {
             return;
@@ -397,6 +417,9 @@ impl Sim {
     /// The running vCPU `v` of `p` blocks (halts): charge its run, and under EEVDF keep its lag
     /// (or, in v6.18, keep it queued as delayed).
     pub(crate) fn dequeue_sleeper(&mut self, p: u32, v: u32) {
+        if self.credit1.is_some() {
+            return self.credit_stop_running(v);
+        }
         self.update_curr(p);
         self.clear_buddies(p, v);
         if self.scheduler.is_eevdf() && !self.delay_dequeue(p, v) {
@@ -411,6 +434,7 @@ impl Sim {
         let gate = match self.scheduler {
             SchedulerKind::Cfs => MIGRATION_COST_NS,
             SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => NEWIDLE_LB_COST_NS,
+            SchedulerKind::Credit1 => unreachable!("credit1 steals in credit1_schedule"),
         };
         if self.pcpus[p as usize].avg_idle < gate {
             return;

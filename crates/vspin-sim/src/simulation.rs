@@ -92,6 +92,8 @@ pub(crate) struct Pcpu {
     /// The pCPU's scheduling domains with their balancing state, lowest first (periodic
     /// balancing only).
     pub domains: Vec<crate::load_balance::Domain>,
+    /// credit1 only.
+    pub credit: crate::credit1::PcpuCredit,
 }
 
 pub(crate) struct Vm {
@@ -125,6 +127,8 @@ pub struct Sim {
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
     pub(crate) load_balance: LoadBalanceKind,
+    /// Xen credit1's private data, when it schedules.
+    pub(crate) credit1: Option<crate::credit1::Credit1>,
     pub(crate) pcpus: Vec<Pcpu>,
     pub(crate) topology: Topology,
     pub(crate) idle_states: Vec<IdleState>,
@@ -223,6 +227,7 @@ impl Pcpu {
             avg_idle: 2 * crate::scheduler::MIGRATION_COST_NS,
             idle_stamp: None,
             domains: Vec::new(),
+            credit: Default::default(),
         }
     }
 }
@@ -252,6 +257,8 @@ impl Sim {
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
             load_balance: sc.hypervisor.load_balance,
+            credit1: (sc.hypervisor.scheduler == SchedulerKind::Credit1)
+                .then(|| crate::credit1::Credit1::new(&sc.hypervisor.credit1.clone().unwrap_or_default())),
             pcpus: (0..n).map(|_| Pcpu::idle()).collect(),
             topology,
             idle_states: h.idle_states.clone(),
@@ -396,6 +403,7 @@ impl Sim {
                 vlag: 0,
                 protected: false,
             },
+            credit: Default::default(),
             preempted: false,
             pv_unhalted: false,
             kicked: false,
@@ -450,6 +458,7 @@ impl Sim {
         }
         self.start_interruptions();
         self.start_periodic_balance();
+        self.start_credit_accounting();
         self.q.push(AUDIT_PERIOD_NS, Event::Audit);
         self.q.push(self.end, Event::End);
         while let Some((t, ev)) = self.q.pop() {
@@ -460,6 +469,8 @@ impl Sim {
                 Event::GuestTimer { vcpu, gen } => self.guest_timer(vcpu, gen),
                 Event::Tick { pcpu } => self.tick(pcpu),
                 Event::Balance { pcpu } => self.periodic_balance(pcpu),
+                Event::SliceEnd { pcpu, gen } => self.slice_end(pcpu, gen),
+                Event::CreditAccounting => self.credit_accounting(),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {
@@ -771,6 +782,7 @@ impl Sim {
             }
             Req::Yield => {
                 let vc = &mut self.vcpus[v as usize];
+                vc.counters.yields += 1;
                 vc.act = Act::Ready;
                 // The VM entry follows the yield's `schedule()`, if the vCPU keeps its pCPU.
                 vc.host_work = Some(HostWork { remaining: exit + hypercall, after: After::Yield });

@@ -127,6 +127,16 @@ impl Sim {
     fn ple_exit(&mut self, v: u32) {
         let ple = self.ple.clone();
         self.trace_instant(v, || "PLE exit".into());
+        if self.credit1.is_some() {
+            // Xen's `vmx_vmexit_handler`, `EXIT_REASON_PAUSE_INSTRUCTION`: `vcpu_yield()`, the
+            // same as the guest's `SCHEDOP_yield`; Xen's window is fixed.
+            let c = &self.costs;
+            let vc = &mut self.vcpus[v as usize];
+            vc.counters.ple_exits += 1;
+            vc.counters.yields += 1;
+            vc.host_work = Some(HostWork { remaining: c.vm_exit + c.hypercall, after: After::Yield });
+            return;
+        }
         let vc = &mut self.vcpus[v as usize];
         vc.counters.ple_exits += 1;
         vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);

@@ -119,6 +119,8 @@ pub(crate) struct Vcpu {
     /// The word this vCPU read last and the word's write version then.
     pub last_read: (SimWord, u64),
     pub se: SchedEntity,
+    /// Xen credit1's state of this vCPU (`credit1.rs`).
+    pub credit: crate::credit1::VcpuCredit,
     // KVM state, as the kernel names it; who sets and clears each:
     /// `vcpu->preempted`: descheduled while runnable (`deschedule`), cleared at `switch_in`; a
     /// vCPU woken from HLT is runnable but not preempted.

@@ -12,7 +12,7 @@ fn same_scenario_and_seed_give_byte_identical_json() {
     for lock in ["tas", "ticket", "pv-ticket"] {
         let mut sc = host(4, 2, 4, lock, "kvm", 42, 50);
         assert_eq!(json(&sc), json(&sc), "{lock}");
-        for scheduler in [SchedulerKind::Eevdf, SchedulerKind::Eevdf618] {
+        for scheduler in [SchedulerKind::Eevdf, SchedulerKind::Eevdf618, SchedulerKind::Credit1] {
             sc.hypervisor.scheduler = scheduler;
             assert_eq!(json(&sc), json(&sc), "{lock}, {}", scheduler.name());
         }

@@ -8,6 +8,7 @@ fn scenario() -> impl Strategy<Value = String> {
     (
         (prop::sample::select(vec![
             "tas",
+            "tas-yield",
             "ticket",
             "pv-ticket",
             "preemptable-ticket",
@@ -25,7 +26,7 @@ fn scenario() -> impl Strategy<Value = String> {
             prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8", "kvm-6.18"]),
             1u32..=2,
             1u32..=3,
-            prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18"]),
+            prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18", "credit1"]),
             prop::sample::select(vec![0u64, 200_000]),
             prop::sample::select(vec!["periodic", "newidle"]),
         ),
@@ -36,10 +37,19 @@ fn scenario() -> impl Strategy<Value = String> {
     )
         .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background), durations)| {
             let pcpus = sockets * cores;
+            // Xen has its own knobs instead of KVM's and Linux's: the same draws pick them, and
+            // short slices let a 15 ms run see several accountings.
+            let hypervisor = if scheduler == "credit1" {
+                let ple = if ple == "kvm" { "fixed" } else { ple };
+                let yield_ = if balance == "periodic" { "patched" } else { "stock" };
+                let (tslice, ratelimit) = if poll == 0 { (2, 0) } else { (5, 1000) };
+                format!("ple = {{ policy = \"{ple}\" }}\ncredit1 = {{ yield = \"{yield_}\", tslice_ms = {tslice}, ratelimit_us = {ratelimit} }}\n")
+            } else {
+                format!("ple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n")
+            };
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
-                 [hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\n\
-                 halt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n",
+                 [hypervisor]\nscheduler = \"{scheduler}\"\n{hypervisor}",
                 if background { "background = { interval_us = 1000, burst_us = 100 }\ninterruptions = { interval_us = 200, burst_us = 5 }\n" } else { "" }
             );
             for (i, (vcpus, pin)) in vms.into_iter().enumerate() {

@@ -1,0 +1,590 @@
+//! Xen's credit1 scheduler (`xen/common/sched_credit.c`; `kernel-mechanisms.md` §6), the policy
+//! of `hypervisor.scheduler = "credit1"`. Run queues, context switches and the vCPU machinery
+//! are `scheduler.rs`'s; this module decides who runs.
+//!
+//! Every vCPU has a credit balance and a priority, and a run queue is kept in priority order,
+//! first in first out within a priority:
+//!
+//! ```text
+//!        wakes while UNDER                 first tick while running
+//!   UNDER ─────────────────▶ BOOST ────────────────────────────────▶ UNDER
+//!     ▲ │  accounting: credit < 0                                      │
+//!     │ └──────────────────────────▶ OVER ◀────────────────────────────┘
+//!     └──────────────────────────────┘   accounting: credit ≥ 0
+//! ```
+//!
+//! - **Burning** (`burn_credits`): the running vCPU pays 10 credits per ms it ran, charged at
+//!   every `schedule()` and every tick (10 ms, three per slice).
+//! - **Accounting** (`csched_acct`, every slice, 30 ms): the host's credits (10 per ms per pCPU)
+//!   are shared among the active domains by weight (all 256 here), at most a slice's worth per
+//!   active vCPU, and the unused share goes to the domains after it; each active vCPU gets its
+//!   domain's share, and becomes OVER if its balance is negative, UNDER otherwise. A vCPU that
+//!   piles up more than a slice's worth stops earning (leaves the active list) with half of it;
+//!   it joins again at the first tick that finds it running. Each pCPU then re-sorts its run
+//!   queue (UNDER and BOOST ahead of OVER, order kept) at its next tick.
+//! - **Scheduling** (`csched_schedule`): the current vCPU, if still runnable, goes back into the
+//!   run queue behind every vCPU of its priority or higher; the head runs for a slice (30 ms).
+//!   If the head is OVER or there is none, the pCPU first tries to steal a vCPU of strictly
+//!   higher priority from the others' run queues (`csched_load_balance`; a running vCPU is
+//!   never stolen). With `ratelimit_us` (Xen 4.2–4.7) a vCPU that has run less than that keeps
+//!   its pCPU, even when it yields.
+//! - **Waking** (`csched_vcpu_wake`, `__runq_tickle`): an UNDER vCPU becomes BOOST, joins its
+//!   pCPU's run queue and preempts the current vCPU if of strictly higher priority; if the pCPU
+//!   was busy, one idle pCPU is also told to reschedule (`opt_tickle_one_idle`), and it steals.
+//! - **Yield** (`SCHEDOP_yield`, and a PLE exit, which Xen's VMX handler turns into one): with
+//!   `yield = "stock"` the vCPU is re-inserted like any other, so when it is the highest
+//!   priority on its pCPU it runs again at once: "yield is a no-op" (the seed). With
+//!   `"patched"` (commit 5fc9f5ef6c) it goes behind one vCPU of lower priority, if there is one.
+//!
+//! Left out, as they do not act in the seeds' setups: caps (parking), soft affinity, NUMA nodes
+//! in the stealing order (peers are tried from the next pCPU round), the tick's check that a
+//! running vCPU would be better placed elsewhere, and Xen's own time in the scheduler.
+use crate::engine::{Event, Time};
+use crate::scenario::{Credit1Config, Credit1Yield};
+use crate::simulation::Sim;
+use crate::vcpu::Affinity;
+
+/// `CSCHED_CREDITS_PER_MSEC`.
+const CREDITS_PER_MSEC: i64 = 10;
+/// `CSCHED_TICKS_PER_TSLICE`.
+const TICKS_PER_TSLICE: u64 = 3;
+/// `CSCHED_DEFAULT_WEIGHT`: every domain has it (weights are not a scenario setting).
+const WEIGHT: i64 = 256;
+/// `CSCHED_MIN_TIMER` (`XEN_SYSCTL_SCHED_RATELIMIT_MIN`): the shortest rate-limited slice (ns).
+const MIN_TIMER_NS: Time = 100_000;
+const NS_PER_MSEC: i64 = 1_000_000;
+
+/// A vCPU's priority, lowest first (`CSCHED_PRI_TS_OVER` −2, `_UNDER` −1, `_BOOST` 0; an idle
+/// pCPU's `CSCHED_PRI_IDLE` is the absence of a vCPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Priority {
+    Over,
+    #[default]
+    Under,
+    Boost,
+}
+
+/// A vCPU's credit1 state (`struct csched_vcpu`). A new vCPU is UNDER with no credit, and not
+/// yet earning (`csched_alloc_vdata`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct VcpuCredit {
+    pub credit: i64,
+    pub pri: Priority,
+    /// `CSCHED_FLAG_VCPU_YIELD`: set by a yield, consumed by the next run-queue insertion.
+    pub yielded: bool,
+    /// On its domain's active list: earning credits at each accounting.
+    pub active: bool,
+    /// `start_time`: up to when its running time has been charged, kept (as an offset from the
+    /// moment it stopped) while it does not run, so that unburned time is charged later.
+    pub start_time: i64,
+    /// `residual`: the fraction of a credit not yet charged, in credit-nanoseconds.
+    pub residual: i64,
+}
+
+/// The scheduler's private data (`struct csched_private`).
+pub(crate) struct Credit1 {
+    pub patched_yield: bool,
+    pub tslice_ns: Time,
+    pub tick_ns: Time,
+    pub ratelimit_ns: Time,
+    credits_per_tslice: i64,
+    /// `active_sdom`: domains with an earning vCPU, in the list's order (new ones at the head).
+    active_domains: Vec<u32>,
+    /// `credit_balance`: the credits of all active vCPUs after the last accounting.
+    credit_balance: i64,
+    /// `runq_sort`: bumped by each accounting; a pCPU re-sorts when it has not seen the value.
+    runq_sort: u64,
+    /// `last_tickle_cpu`: the idle pCPU last told to reschedule.
+    last_tickle: u32,
+}
+
+impl Credit1 {
+    pub(crate) fn new(cfg: &Credit1Config) -> Credit1 {
+        let tslice_ns = cfg.tslice_ms as Time * 1_000_000;
+        // `__csched_set_tslice`: three ticks per slice, one if the slice is under 3 ms.
+        let ticks = if cfg.tslice_ms < TICKS_PER_TSLICE as u32 { 1 } else { TICKS_PER_TSLICE };
+        Credit1 {
+            patched_yield: cfg.yield_ == Credit1Yield::Patched,
+            tslice_ns,
+            tick_ns: tslice_ns / ticks,
+            ratelimit_ns: cfg.ratelimit_us as Time * 1000,
+            credits_per_tslice: CREDITS_PER_MSEC * cfg.tslice_ms as i64,
+            active_domains: Vec::new(),
+            credit_balance: 0,
+            runq_sort: 0,
+            last_tickle: 0,
+        }
+    }
+}
+
+/// A pCPU's credit1 state (`struct csched_pcpu`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PcpuCredit {
+    /// The accounting epoch whose priorities this run queue was last sorted by.
+    pub runq_sorted: u64,
+    /// Generation of the pending slice-end timer (`Event::SliceEnd`); older ones are stale.
+    pub slice_gen: u32,
+    /// When the current vCPU began running (its runstate's `state_entry_time`), for the rate
+    /// limit.
+    pub running_since: Time,
+}
+
+impl Sim {
+    fn credit1(&self) -> &Credit1 {
+        self.credit1.as_ref().expect("credit1 scheduling runs only with its state")
+    }
+
+    fn credit1_mut(&mut self) -> &mut Credit1 {
+        self.credit1.as_mut().expect("credit1 scheduling runs only with its state")
+    }
+
+    fn pri(&self, v: u32) -> Priority {
+        self.vcpus[v as usize].credit.pri
+    }
+
+    /// The first accounting, one slice after the start (`master_ticker`).
+    pub(crate) fn start_credit_accounting(&mut self) {
+        if let Some(c) = &self.credit1 {
+            self.q.push(c.tslice_ns, Event::CreditAccounting);
+        }
+    }
+
+    /// `burn_credits`: charge the running vCPU `v` for its time since `start_time`.
+    fn burn_credits(&mut self, v: u32) {
+        let now = self.now as i64;
+        let cr = &mut self.vcpus[v as usize].credit;
+        let delta = now - cr.start_time;
+        if delta <= 0 {
+            return;
+        }
+        let val = delta * CREDITS_PER_MSEC + cr.residual;
+        let credits = val / NS_PER_MSEC;
+        cr.residual = val % NS_PER_MSEC;
+        cr.credit -= credits;
+        cr.start_time += credits * NS_PER_MSEC / CREDITS_PER_MSEC;
+    }
+
+    /// The running vCPU `v` stops running (descheduled or blocked): charge it, and keep what was
+    /// not charged as an offset (`start_time -= now`).
+    pub(crate) fn credit_stop_running(&mut self, v: u32) {
+        self.burn_credits(v);
+        self.vcpus[v as usize].credit.start_time -= self.now as i64;
+    }
+
+    /// `__runq_insert`: behind every queued vCPU of the same or higher priority; a yielding vCPU
+    /// (patched yield) behind one more, if that one is of lower priority.
+    fn runq_insert(&mut self, p: u32, v: u32) {
+        let pri = self.pri(v);
+        let queued = &self.pcpus[p as usize].queued;
+        let mut at = queued.iter().position(|&q| self.vcpus[q as usize].credit.pri < pri).unwrap_or(queued.len());
+        let yielded = std::mem::take(&mut self.vcpus[v as usize].credit.yielded);
+        if yielded && self.credit1().patched_yield && at < queued.len() {
+            at += 1;
+        }
+        self.pcpus[p as usize].queued.insert(at, v);
+    }
+
+    /// `csched_runq_sort`: once per accounting, UNDER and BOOST ahead of OVER, order kept.
+    fn runq_sort(&mut self, p: u32) {
+        let epoch = self.credit1().runq_sort;
+        if self.pcpus[p as usize].credit.runq_sorted == epoch {
+            return;
+        }
+        self.pcpus[p as usize].credit.runq_sorted = epoch;
+        let mut queued = std::mem::take(&mut self.pcpus[p as usize].queued);
+        queued.sort_by_key(|&q| self.pri(q) == Priority::Over);
+        self.pcpus[p as usize].queued = queued;
+    }
+
+    /// `csched_schedule` on `p`.
+    pub(crate) fn credit1_schedule(&mut self, p: u32) {
+        let now = self.now;
+        let prev = self.pcpus[p as usize].curr;
+        if let Some(c) = prev {
+            self.burn_credits(c);
+            let ratelimit = self.credit1().ratelimit_ns;
+            let ran = now - self.pcpus[p as usize].credit.running_since;
+            if ratelimit > 0 && ran < ratelimit {
+                return self.arm_slice_end(p, (ratelimit - ran).max(MIN_TIMER_NS));
+            }
+            self.runq_insert(p, c);
+        }
+        let head = self.pcpus[p as usize].queued.first().copied();
+        let next = match head {
+            Some(h) if self.pri(h) > Priority::Over => {
+                self.pcpus[p as usize].queued.remove(0);
+                Some(h)
+            }
+            _ => match self.steal(p, head.map(|h| self.pri(h))) {
+                Some(stolen) => Some(stolen),
+                None => {
+                    if head.is_some() {
+                        self.pcpus[p as usize].queued.remove(0);
+                    }
+                    head
+                }
+            },
+        };
+        self.pcpus[p as usize].need_resched = false;
+        if next == prev {
+            // Picked again (or still idle): no context switch.
+        } else {
+            if let Some(c) = prev {
+                self.stop_running(c);
+            }
+            self.pcpus[p as usize].curr = next;
+            if let Some(n) = next {
+                self.pcpus[p as usize].credit.running_since = now;
+                self.vcpus[n as usize].credit.start_time += now as i64;
+                self.switch_in(n, p);
+            }
+        }
+        match self.pcpus[p as usize].curr {
+            Some(_) => {
+                let tslice = self.credit1().tslice_ns;
+                self.arm_slice_end(p, tslice);
+            }
+            None => {
+                self.pcpus[p as usize].credit.slice_gen += 1;
+                self.pcpus[p as usize].idle.enter(now, &self.idle_states);
+            }
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    /// The scheduler timer: `schedule()` again after `after` ns.
+    fn arm_slice_end(&mut self, p: u32, after: Time) {
+        let pc = &mut self.pcpus[p as usize].credit;
+        pc.slice_gen = pc.slice_gen.wrapping_add(1);
+        let gen = pc.slice_gen;
+        self.q.push(self.now + after, Event::SliceEnd { pcpu: p, gen });
+    }
+
+    /// The slice timer of generation `gen` fires on `p`.
+    pub(crate) fn slice_end(&mut self, p: u32, gen: u32) {
+        if self.pcpus[p as usize].credit.slice_gen == gen && self.pcpus[p as usize].curr.is_some() {
+            self.schedule(p);
+        }
+    }
+
+    /// `csched_load_balance`: the first vCPU found queued (not running) on another pCPU, tried
+    /// from the next pCPU round, with a strictly higher priority than `best` (the local head's,
+    /// `None` for idle) and allowed on `p`; it is moved to `p`.
+    fn steal(&mut self, p: u32, best: Option<Priority>) -> Option<u32> {
+        let n = self.pcpus.len() as u32;
+        for peer in (1..n).map(|i| (p + i) % n) {
+            // An idle peer is about to pick its own queue (`csched_runq_steal`).
+            if self.pcpus[peer as usize].curr.is_none() {
+                continue;
+            }
+            let queued = &self.pcpus[peer as usize].queued;
+            let found = queued
+                .iter()
+                .copied()
+                .take_while(|&q| Some(self.pri(q)) > best)
+                .find(|&q| matches!(self.vcpus[q as usize].affinity, Affinity::Any) || self.vcpus[q as usize].affinity == Affinity::Pinned(p));
+            if let Some(v) = found {
+                self.pcpus[peer as usize].queued.retain(|&q| q != v);
+                self.vcpus[v as usize].counters.migrations += 1;
+                self.set_task_cpu(v, p);
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// `csched_vcpu_wake` and `__runq_tickle` for the woken vCPU `v`.
+    pub(crate) fn credit1_wake(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        let cr = &mut self.vcpus[v as usize].credit;
+        if cr.pri == Priority::Under {
+            cr.pri = Priority::Boost;
+        }
+        self.runq_insert(p, v);
+        let cur = self.pcpus[p as usize].curr;
+        let preempt = cur.is_none_or(|c| self.pri(v) > self.pri(c));
+        let idler = cur.and_then(|_| self.idle_pcpu_for(v, p));
+        if preempt {
+            self.schedule(p);
+        }
+        if let Some(i) = idler {
+            self.credit1_mut().last_tickle = i;
+            self.schedule(i);
+        }
+    }
+
+    /// One idle pCPU that `v` may run on, cycling from the last one told (`last_tickle_cpu`).
+    fn idle_pcpu_for(&self, v: u32, p: u32) -> Option<u32> {
+        let n = self.pcpus.len() as u32;
+        let from = self.credit1().last_tickle;
+        let allowed = |q: u32| match self.vcpus[v as usize].affinity {
+            Affinity::Any => true,
+            Affinity::Pinned(x) => x == q,
+        };
+        (1..=n).map(|i| (from + i) % n).find(|&q| q != p && self.pcpus[q as usize].curr.is_none() && allowed(q))
+    }
+
+    /// `sched_yield` (`csched_vcpu_yield`): flag it; the `schedule()` that follows acts on it.
+    pub(crate) fn credit1_yield(&mut self, v: u32) {
+        self.vcpus[v as usize].credit.yielded = true;
+    }
+
+    /// `csched_tick` on a busy pCPU: charge the running vCPU, end its BOOST, let it earn again
+    /// (`csched_vcpu_acct`), and re-sort the run queue after an accounting.
+    pub(crate) fn credit1_tick(&mut self, p: u32) {
+        if let Some(c) = self.pcpus[p as usize].curr {
+            let cr = &mut self.vcpus[c as usize].credit;
+            if cr.pri == Priority::Boost {
+                cr.pri = Priority::Under;
+            }
+            self.burn_credits(c);
+            if !self.vcpus[c as usize].credit.active {
+                self.start_earning(c);
+            }
+        }
+        self.runq_sort(p);
+    }
+
+    /// `__csched_vcpu_acct_start`: `v` joins its domain's active list, and the domain the head
+    /// of `active_sdom` if it was not on it.
+    fn start_earning(&mut self, v: u32) {
+        self.vcpus[v as usize].credit.active = true;
+        let vm = self.vcpus[v as usize].vm;
+        let doms = &mut self.credit1_mut().active_domains;
+        if !doms.contains(&vm) {
+            doms.insert(0, vm);
+        }
+    }
+
+    /// The earning vCPUs of VM `vm`.
+    fn active_vcpus(&self, vm: u32) -> impl Iterator<Item = u32> + '_ {
+        let d = &self.vms[vm as usize];
+        (d.first_vcpu..d.first_vcpu + d.vcpus).filter(|&v| self.vcpus[v as usize].credit.active)
+    }
+
+    /// `csched_acct`, every slice on the master pCPU.
+    pub(crate) fn credit_accounting(&mut self) {
+        let c = self.credit1();
+        let (per_slice, tslice) = (c.credits_per_tslice, c.tslice_ns);
+        let domains = c.active_domains.clone();
+        let prev_balance = c.credit_balance;
+        let counts: Vec<i64> = domains.iter().map(|&d| self.active_vcpus(d).count() as i64).collect();
+        let weight_total: i64 = counts.iter().map(|n| WEIGHT * n).sum();
+        if weight_total == 0 {
+            self.credit1_mut().credit_balance = 0;
+            self.q.push(self.now + tslice, Event::CreditAccounting);
+            return;
+        }
+        let mut credit_total = per_slice * self.pcpus.len() as i64;
+        // "Converge balance towards 0 when it drops negative."
+        if prev_balance < 0 {
+            credit_total -= prev_balance;
+        }
+        let mut weight_left = weight_total;
+        let mut balance = 0;
+        let mut extra = false;
+        let mut order = domains.clone();
+        for (&d, &n) in domains.iter().zip(&counts) {
+            weight_left -= WEIGHT * n;
+            let mut peak = n * per_slice;
+            if prev_balance < 0 {
+                peak += (-prev_balance * WEIGHT * n + weight_total - 1) / weight_total;
+            }
+            let mut fair = (credit_total * WEIGHT * n + weight_total - 1) / weight_total;
+            if fair < peak {
+                extra = true;
+            } else {
+                // "Give other domains a chance at unused credits."
+                if weight_left != 0 {
+                    credit_total += ((fair - peak) * weight_total + weight_left - 1) / weight_left;
+                }
+                // "Lazily keep domains with extra credits at the head of the queue."
+                if extra {
+                    order.retain(|&x| x != d);
+                    order.insert(0, d);
+                }
+                fair = peak;
+            }
+            let per_vcpu = (fair + n - 1) / n;
+            let vcpus: Vec<u32> = self.active_vcpus(d).collect();
+            for v in vcpus {
+                let cr = &mut self.vcpus[v as usize].credit;
+                cr.credit += per_vcpu;
+                if cr.credit < 0 {
+                    cr.pri = Priority::Over;
+                    cr.credit = cr.credit.max(-per_slice);
+                } else {
+                    cr.pri = Priority::Under;
+                    // "Upper bound on credits means VCPU stops earning."
+                    if cr.credit > per_slice {
+                        cr.active = false;
+                        cr.credit /= 2;
+                    }
+                }
+                balance += cr.credit;
+            }
+        }
+        order.retain(|&d| self.active_vcpus(d).next().is_some());
+        let c = self.credit1_mut();
+        c.active_domains = order;
+        c.credit_balance = balance;
+        c.runq_sort += 1;
+        self.q.push(self.now + tslice, Event::CreditAccounting);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Priority;
+    use crate::simulation::test_host::host;
+    use crate::vcpu::HostState;
+
+    /// Two pCPUs (`test_host`), `vcpus` vCPUs pinned to pCPU 0.
+    fn xen(yield_: &str, vcpus: u32) -> crate::simulation::Sim {
+        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ yield = \"{yield_}\" }}\n");
+        let pins = vec!["0"; vcpus as usize].join(", ");
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        host(&hv, false, &vm)
+    }
+
+    /// One pCPU: vCPU 0 running, the others queued in the given priorities.
+    fn queue(s: &mut crate::simulation::Sim, running: Priority, queued: &[Priority]) {
+        s.pcpus[0].queued.clear();
+        s.pcpus[0].curr = Some(0);
+        s.vcpus[0].host = HostState::Running;
+        s.vcpus[0].credit.pri = running;
+        for (i, &pri) in queued.iter().enumerate() {
+            let v = i as u32 + 1;
+            s.vcpus[v as usize].credit.pri = pri;
+            s.vcpus[v as usize].host = HostState::Runnable;
+            s.pcpus[0].queued.push(v);
+        }
+    }
+
+    #[test]
+    fn a_stock_yield_runs_the_yielder_again_when_it_has_the_highest_priority() {
+        let mut s = xen("stock", 3);
+        queue(&mut s, Priority::Under, &[Priority::Over, Priority::Over]);
+        s.credit1_yield(0);
+        s.runq_insert(0, 0);
+        assert_eq!(s.pcpus[0].queued, vec![0, 1, 2], "ahead of every lower priority: picked again");
+    }
+
+    #[test]
+    fn a_patched_yield_goes_behind_exactly_one_lower_priority_vcpu() {
+        let mut s = xen("patched", 3);
+        queue(&mut s, Priority::Under, &[Priority::Over, Priority::Over]);
+        s.credit1_yield(0);
+        s.runq_insert(0, 0);
+        assert_eq!(s.pcpus[0].queued, vec![1, 0, 2]);
+        assert!(!s.vcpus[0].credit.yielded, "the flag serves one insertion");
+    }
+
+    #[test]
+    fn a_patched_yield_with_no_lower_priority_goes_behind_its_equals() {
+        let mut s = xen("patched", 3);
+        queue(&mut s, Priority::Over, &[Priority::Under, Priority::Over]);
+        s.credit1_yield(0);
+        s.runq_insert(0, 0);
+        assert_eq!(s.pcpus[0].queued, vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn a_woken_under_vcpu_is_boosted_and_preempts_an_over_one() {
+        let mut s = xen("patched", 2);
+        queue(&mut s, Priority::Over, &[]);
+        s.vcpus[1].host = HostState::Runnable;
+        s.credit1_wake(1);
+        assert_eq!(s.vcpus[1].credit.pri, Priority::Boost);
+        assert_eq!(s.pcpus[0].curr, Some(1), "BOOST beats OVER");
+        assert_eq!(s.pcpus[0].queued, vec![0]);
+    }
+
+    #[test]
+    fn accounting_shares_the_host_credits_among_earning_vcpus_and_sets_priorities() {
+        let mut s = xen("patched", 2);
+        for v in 0..2 {
+            s.start_earning(v);
+        }
+        s.vcpus[0].credit.credit = -500;
+        s.vcpus[1].credit.credit = 100;
+        s.credit_accounting();
+        // Two pCPUs: 600 credits a slice, all to the one domain (its peak: two vCPUs × 300).
+        assert_eq!((s.vcpus[0].credit.credit, s.vcpus[0].credit.pri), (-200, Priority::Over));
+        assert_eq!(s.vcpus[1].credit.pri, Priority::Under);
+        assert_eq!(s.vcpus[1].credit.credit, 200, "over a slice's worth: stops earning with half of 400");
+        assert!(!s.vcpus[1].credit.active);
+    }
+
+    #[test]
+    fn running_ten_milliseconds_burns_a_hundred_credits() {
+        let mut s = xen("patched", 1);
+        s.vcpus[0].credit.start_time = 0;
+        s.now = 10_000_000;
+        s.burn_credits(0);
+        assert_eq!(s.vcpus[0].credit.credit, -100);
+        s.now = 10_050_000;
+        s.burn_credits(0);
+        assert_eq!(s.vcpus[0].credit.credit, -100, "half a credit is kept as residual");
+        s.now = 10_100_000;
+        s.burn_credits(0);
+        assert_eq!(s.vcpus[0].credit.credit, -101);
+    }
+
+    /// Two VMs on the two pCPUs of `test_host`, unpinned, every run queue empty.
+    fn two_vms(vcpus: [u32; 2]) -> crate::simulation::Sim {
+        let hv = "scheduler = \"credit1\"\n";
+        let vm = |name, n| format!("[[vm]]\nname = \"{name}\"\nvcpus = {n}\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        host(hv, false, &(vm("a", vcpus[0]) + &vm("b", vcpus[1])))
+    }
+
+    #[test]
+    fn an_over_pcpu_steals_only_strictly_higher_priority_work() {
+        let mut s = two_vms([2, 2]);
+        // pCPU 1 runs vCPU 2 and has vCPU 3 (OVER) queued; pCPU 0's best is OVER too.
+        s.pcpus[1].curr = Some(2);
+        s.vcpus[3].credit.pri = Priority::Over;
+        s.pcpus[1].queued.push(3);
+        assert_eq!(s.steal(0, Some(Priority::Over)), None, "an equal priority is not worth a migration");
+        s.vcpus[3].credit.pri = Priority::Under;
+        assert_eq!(s.steal(0, Some(Priority::Over)), Some(3));
+        assert!(s.pcpus[1].queued.is_empty());
+        assert_eq!((s.vcpus[3].pcpu, s.vcpus[3].counters.migrations), (0, 1));
+    }
+
+    #[test]
+    fn an_idle_pcpu_does_not_steal_from_another_idle_one() {
+        let mut s = two_vms([2, 2]);
+        s.pcpus[1].queued.push(3);
+        assert_eq!(s.steal(0, None), None, "an idle peer is about to run its own queue");
+        s.pcpus[1].curr = Some(2);
+        assert_eq!(s.steal(0, None), Some(3));
+    }
+
+    #[test]
+    fn accounting_shares_by_weight_times_earning_vcpus() {
+        let mut s = two_vms([1, 2]);
+        for v in 0..3 {
+            s.start_earning(v);
+        }
+        s.credit_accounting();
+        // 600 credits: domain b (two earning vCPUs) gets 400 by weight, within its peak of 600;
+        // domain a (one) 200, within its 300.
+        let credits: Vec<i64> = (0..3).map(|v| s.vcpus[v].credit.credit).collect();
+        assert_eq!(credits, vec![200, 200, 200]);
+    }
+
+    #[test]
+    fn the_rate_limit_keeps_a_yielder_that_just_began_running() {
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { yield = \"patched\", ratelimit_us = 1000 }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        queue(&mut s, Priority::Under, &[Priority::Over]);
+        s.pcpus[0].credit.running_since = 0;
+        s.now = 500_000;
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0), "ran 0.5 ms of a 1 ms rate limit: keeps the pCPU (Xen 4.2-4.7)");
+        assert!(s.vcpus[0].credit.yielded, "the yield waits for the next schedule()");
+    }
+}
