@@ -51,7 +51,7 @@ def test_scenario_as_path_and_as_dict_agree(examples):
 
 
 def test_bad_field_is_named_with_allowed_values(small):
-    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.lock: .*"tas", "tas-yield", "ticket", "pv-ticket"'):
+    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.lock: .*"tas", "tas-yield", "las-tas", "ticket", "pv-ticket"'):
         vspin.run(small.replace('"pv-ticket"', '"mcs"'))
 
 

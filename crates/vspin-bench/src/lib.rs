@@ -79,6 +79,7 @@ impl BenchLock for spin::mutex::TicketMutex<u64> {
 pub const LOCKS: &[&str] = &[
     "tas",
     "tas-yield",
+    "las-tas",
     "ticket",
     "pv-ticket",
     "oticket",
@@ -102,6 +103,7 @@ macro_rules! with_lock {
         match $name {
             "tas" => $f::<TasMutex<u64>>($($args),*),
             "tas-yield" => $f::<TasYieldMutex<u64>>($($args),*),
+            "las-tas" => $f::<LasTasMutex<u64>>($($args),*),
             "ticket" => $f::<TicketMutex<u64>>($($args),*),
             "pv-ticket" => $f::<PvTicketMutex<u64>>($($args),*),
             "oticket" => $f::<OTicketMutex<u64>>($($args),*),
@@ -516,7 +518,7 @@ mod tests {
     #[test]
     fn bad_configs_name_the_field() {
         let bad = |json: &str| run_json(json).unwrap_err();
-        assert!(bad(r#"{"locks": ["nope"]}"#).contains("locks: unknown lock \"nope\"; allowed: tas, tas-yield, ticket"));
+        assert!(bad(r#"{"locks": ["nope"]}"#).contains("locks: unknown lock \"nope\"; allowed: tas, tas-yield, las-tas, ticket"));
         assert!(bad(r#"{"threads": [0]}"#).starts_with("threads"));
         assert!(bad(r#"{"seconds": -1}"#).starts_with("seconds"));
         assert!(bad(r#"{"warmup_s": -0.5}"#).starts_with("warmup_s"));

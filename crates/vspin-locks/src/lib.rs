@@ -70,6 +70,7 @@
 //! block_on(lock.unlock(&cpu));
 //! ```
 pub mod iticket;
+pub mod las_tas;
 #[cfg(not(loom))]
 pub mod mutex;
 pub mod native;
@@ -89,6 +90,7 @@ pub use platform::{
     CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU,
 };
 pub use iticket::ITicketLock;
+pub use las_tas::LasTasLock;
 pub use oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock};
 pub use preemptable_ticket::PreemptableTicketLock;
 pub use pv_preemptable_ticket::PvPreemptableTicketLock;

@@ -28,6 +28,7 @@
 //!
 //! No lock records its owner, so a guard may be released on another thread (`GuardSend`).
 use crate::iticket::ITicketLock;
+use crate::las_tas::LasTasLock;
 use crate::native::{block_on, Native};
 use crate::oticket::{LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticTicketLock, OpportunisticWakeupLock};
 use crate::platform::RawSpinLock;
@@ -143,6 +144,9 @@ fair_unlock_is_unlock! {
 
 /// Test-and-set (unfair; a preempted waiter blocks nobody).
 pub type TasMutex<T> = lock_api::Mutex<NativeRaw<TasLock<Native>>, T>;
+/// The LAS guest lock; no operating system publishes a thread's slice end, so on real threads it
+/// is test-and-test-and-set.
+pub type LasTasMutex<T> = lock_api::Mutex<NativeRaw<LasTasLock<Native>>, T>;
 /// Test-and-set that calls `sched_yield` after every 2047 PAUSEs of waiting (the Windows guest
 /// lock under Xen: `HvNotifyLongSpinWait` is a yield).
 pub type TasYieldMutex<T> = lock_api::Mutex<NativeRaw<TasYieldLock<Native>>, T>;

@@ -531,9 +531,15 @@ impl Platform for Native {
         false
     }
 
+    /// No operating system tells a thread when its time slice ends.
     #[inline]
-    fn slice_remaining(&self) -> Option<Nanos> {
+    async fn slice_remaining(&self) -> Option<Nanos> {
         None
+    }
+
+    async fn now(&self) -> Nanos {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as Nanos
     }
 }
 

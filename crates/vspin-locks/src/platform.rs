@@ -210,8 +210,12 @@ pub trait Platform {
 
     /// Whether `cpu` is runnable but descheduled (KVM steal-time `preempted`); false if unknown.
     fn vcpu_is_preempted(&self, cpu: CpuId) -> bool;
-    /// Time left in this CPU's current slice (LAS shared page); `None` if unknown.
-    fn slice_remaining(&self) -> Option<Nanos>;
+    /// Time left in this CPU's current slice, read from the page a locking-aware hypervisor
+    /// shares with the guest (LAS); `None` where no such page exists.
+    async fn slice_remaining(&self) -> Option<Nanos>;
+    /// The CPU's clock (`rdtsc` scaled to ns): only differences between two readings mean
+    /// anything.
+    async fn now(&self) -> Nanos;
 }
 
 /// A spinlock algorithm. `lock`/`unlock` take the calling CPU's platform value.

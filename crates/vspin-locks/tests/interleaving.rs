@@ -32,6 +32,8 @@ struct Machine {
     queue_order: RefCell<Vec<u32>>,
     queued: RefCell<Vec<bool>>,
     halts: Cell<u32>,
+    slice_reads: Cell<u64>,
+    clock: Cell<u64>,
     lock_word: Cell<usize>,
     nr: u32,
 }
@@ -195,8 +197,19 @@ impl Platform for Cpu {
     fn vcpu_is_preempted(&self, _cpu: CpuId) -> bool {
         false
     }
-    fn slice_remaining(&self) -> Option<Nanos> {
-        None
+    /// A slice page whose reading cycles through 0..64 clock ticks, so that the LAS lock both
+    /// yields and takes the lock.
+    async fn slice_remaining(&self) -> Option<Nanos> {
+        step().await;
+        let reads = self.m.slice_reads.get();
+        self.m.slice_reads.set(reads + 1);
+        Some(reads % 64)
+    }
+    /// One tick per reading.
+    async fn now(&self) -> Nanos {
+        step().await;
+        self.m.clock.set(self.m.clock.get() + 1);
+        self.m.clock.get()
     }
 }
 
@@ -255,6 +268,8 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
         queue_order: RefCell::new(Vec::new()),
         queued: RefCell::new(vec![false; cpus as usize]),
         halts: Cell::new(0),
+        slice_reads: Cell::new(0),
+        clock: Cell::new(0),
         tail_wraps: Cell::new(0),
         lock_word: Cell::new(usize::MAX),
         nr: cpus,
@@ -361,6 +376,13 @@ const WRAP8: u64 = 0xf0 << 56 | 0xf0;
 fn tas_keeps_mutual_exclusion() {
     for seed in 1..=8 {
         run::<TasLock<Cpu>>(4, 60, 0, seed, true);
+    }
+}
+
+#[test]
+fn las_tas_keeps_mutual_exclusion_while_it_yields_for_short_slices() {
+    for seed in 1..=8 {
+        run::<LasTasLock<Cpu>>(4, 60, 0, seed, true);
     }
 }
 

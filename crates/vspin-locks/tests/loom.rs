@@ -101,6 +101,7 @@ macro_rules! models {
 models! {
     tas: TasLock<Native>, 1;
     tas_yield: TasYieldLock<Native>, 0;
+    las_tas: LasTasLock<Native>, 1;
     ticket: TicketLock<Native>, 1;
     pv_ticket: PvTicketLock<Native>, 2;
     oticket: OTicketLock<Native>, 2;

@@ -133,6 +133,7 @@ macro_rules! stress {
 stress! {
     tas: TasLock<Native>, FEW;
     tas_yield: TasYieldLock<Native>, FEW;
+    las_tas: LasTasLock<Native>, FEW;
     ticket: TicketLock<Native>, FEW;
     pv_ticket: PvTicketLock<Native>, MANY;
     oticket: OTicketLock<Native>, MANY;

@@ -44,6 +44,9 @@ use crate::scenario::{Credit1Config, Credit1Yield};
 use crate::simulation::Sim;
 use crate::vcpu::Affinity;
 
+/// What reading the LAS page costs the guest: "the access time to the shared memory was 65.1
+/// cycle" (the LAS seed, §3).
+pub(crate) const LAS_PAGE_READ_CYCLES: f64 = 65.1;
 /// `CSCHED_CREDITS_PER_MSEC`.
 const CREDITS_PER_MSEC: i64 = 10;
 /// `CSCHED_TICKS_PER_TSLICE`.
@@ -84,6 +87,8 @@ pub(crate) struct VcpuCredit {
 /// The scheduler's private data (`struct csched_private`).
 pub(crate) struct Credit1 {
     pub patched_yield: bool,
+    /// LAS: slice ends published, guest yields compensated.
+    pub las: bool,
     pub tslice_ns: Time,
     pub tick_ns: Time,
     pub ratelimit_ns: Time,
@@ -105,6 +110,7 @@ impl Credit1 {
         let ticks = if cfg.tslice_ms < TICKS_PER_TSLICE as u32 { 1 } else { TICKS_PER_TSLICE };
         Credit1 {
             patched_yield: cfg.yield_ == Credit1Yield::Patched,
+            las: cfg.las,
             tslice_ns,
             tick_ns: tslice_ns / ticks,
             ratelimit_ns: cfg.ratelimit_us as Time * 1000,
@@ -124,6 +130,8 @@ pub(crate) struct PcpuCredit {
     pub runq_sorted: u64,
     /// Generation of the pending slice-end timer (`Event::SliceEnd`); older ones are stale.
     pub slice_gen: u32,
+    /// When the pending slice-end timer fires: what LAS publishes to the running vCPU.
+    pub slice_end: Time,
     /// When the current vCPU began running (its runstate's `state_entry_time`), for the rate
     /// limit.
     pub running_since: Time,
@@ -256,6 +264,7 @@ impl Sim {
     fn arm_slice_end(&mut self, p: u32, after: Time) {
         let pc = &mut self.pcpus[p as usize].credit;
         pc.slice_gen = pc.slice_gen.wrapping_add(1);
+        pc.slice_end = self.now + after;
         let gen = pc.slice_gen;
         self.q.push(self.now + after, Event::SliceEnd { pcpu: p, gen });
     }
@@ -327,6 +336,25 @@ impl Sim {
     /// `sched_yield` (`csched_vcpu_yield`): flag it; the `schedule()` that follows acts on it.
     pub(crate) fn credit1_yield(&mut self, v: u32) {
         self.vcpus[v as usize].credit.yielded = true;
+    }
+
+    /// LAS's page: the time left in running vCPU `v`'s slice; `None` unless LAS is on.
+    pub(crate) fn las_slice_remaining(&self, v: u32) -> Option<Time> {
+        if !self.credit1.as_ref().is_some_and(|c| c.las) {
+            return None;
+        }
+        let p = self.vcpus[v as usize].pcpu;
+        debug_assert_eq!(self.pcpus[p as usize].curr, Some(v), "only a running vCPU reads its page");
+        Some(self.pcpus[p as usize].credit.slice_end.saturating_sub(self.now))
+    }
+
+    /// LAS: the guest of running vCPU `v` gives up the rest of its slice by `SCHEDOP_yield`;
+    /// "additional CPU time will be allotted to the related VCPU during the following
+    /// scheduling", modelled as the credits of the time given up.
+    pub(crate) fn las_compensate(&mut self, v: u32) {
+        if let Some(left) = self.las_slice_remaining(v) {
+            self.vcpus[v as usize].credit.credit += left as i64 * CREDITS_PER_MSEC / NS_PER_MSEC;
+        }
     }
 
     /// `csched_tick` on a busy pCPU: charge the running vCPU, end its BOOST, let it earn again
@@ -586,5 +614,21 @@ mod tests {
         s.credit1_schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(0), "ran 0.5 ms of a 1 ms rate limit: keeps the pCPU (Xen 4.2-4.7)");
         assert!(s.vcpus[0].credit.yielded, "the yield waits for the next schedule()");
+    }
+
+    #[test]
+    fn las_publishes_the_slice_end_and_gives_a_yield_its_credits_back() {
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { las = true }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"las-tas\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        queue(&mut s, Priority::Under, &[Priority::Under]);
+        s.arm_slice_end(0, 30_000_000);
+        s.now = 20_000_000;
+        assert_eq!(s.las_slice_remaining(0), Some(10_000_000));
+        s.las_compensate(0);
+        assert_eq!(s.vcpus[0].credit.credit, 100, "10 ms given up: 100 credits");
+        let mut plain = xen("patched", 2);
+        queue(&mut plain, Priority::Under, &[]);
+        assert_eq!(plain.las_slice_remaining(0), None, "no page without LAS");
     }
 }

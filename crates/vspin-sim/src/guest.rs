@@ -58,6 +58,9 @@ pub(crate) enum Req {
     WakePeer { start: u32 },
     /// Read the guest clock (answered with the simulated time, at no cost).
     Clock,
+    /// Read the time left in the vCPU's slice from the LAS page (answered, when there is one,
+    /// with the time and `ok`, after the read's cost).
+    SliceRemaining,
     Note(Note),
 }
 
@@ -276,7 +279,13 @@ impl Platform for SimCpu {
     fn vcpu_is_preempted(&self, _cpu: CpuId) -> bool {
         false
     }
-    fn slice_remaining(&self) -> Option<Nanos> {
-        None
+    /// `Some` only under `scheduler = "credit1"` with `las = true`, the one hypervisor modelled
+    /// that publishes its slices.
+    async fn slice_remaining(&self) -> Option<Nanos> {
+        let Response { value, ok } = call(Req::SliceRemaining).await;
+        ok.then_some(value)
+    }
+    async fn now(&self) -> Nanos {
+        self.clock().await
     }
 }

@@ -4,7 +4,7 @@ use crate::guest::SimCpu;
 use crate::memory::Memory;
 use crate::scenario::{LockKind, VmConfig};
 use vspin_locks::{
-    ITicketLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
+    ITicketLock, LasTasLock, LongerSpinningLock, OTicketLock, OpportunisticSpinLock, OpportunisticWakeupLock, PreemptableTicketLock,
     PvPreemptableTicketLock, PvQueuedSpinLock, PvQueuedSpinLockV42, PvTicketLock, QueuedSpinLock, RawSpinLock, TasLock, TasYieldLock,
     TicketLock,
 };
@@ -83,6 +83,7 @@ impl GuestLock {
 guest_locks! {
     Tas => TasLock,
     TasYield => TasYieldLock,
+    LasTas => LasTasLock,
     Ticket => TicketLock,
     PvTicket => PvTicketLock,
     PreemptableTicket => PreemptableTicketLock,

@@ -69,6 +69,7 @@ named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
 named_values!(LockKind {
     "tas" => Tas,
     "tas-yield" => TasYield,
+    "las-tas" => LasTas,
     "ticket" => Ticket,
     "pv-ticket" => PvTicket,
     "preemptable-ticket" => PreemptableTicket,
@@ -274,11 +275,15 @@ pub struct Credit1Config {
     /// `sched_ratelimit_us`: a vCPU scheduled less than this long ago keeps its pCPU at
     /// `schedule()`, even when it yields (as in Xen 4.2–4.7). 0: none (before Xen 4.2).
     pub ratelimit_us: u32,
+    /// The Locking-Aware Scheduler (LAS seed): the end of each vCPU's slice is published to its
+    /// guest (`slice_remaining`, read by the `las-tas` lock), and a guest's `SCHEDOP_yield`
+    /// earns back the credits of the slice it gives up.
+    pub las: bool,
 }
 
 impl Default for Credit1Config {
     fn default() -> Self {
-        Credit1Config { yield_: Credit1Yield::Patched, tslice_ms: 30, ratelimit_us: 0 }
+        Credit1Config { yield_: Credit1Yield::Patched, tslice_ms: 30, ratelimit_us: 0, las: false }
     }
 }
 
@@ -427,6 +432,7 @@ pub enum PlePolicy {
 pub enum LockKind {
     Tas,
     TasYield,
+    LasTas,
     Ticket,
     PvTicket,
     PreemptableTicket,

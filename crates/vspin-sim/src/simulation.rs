@@ -781,6 +781,7 @@ impl Sim {
                 false
             }
             Req::Yield => {
+                self.las_compensate(v);
                 let vc = &mut self.vcpus[v as usize];
                 vc.counters.yields += 1;
                 vc.act = Act::Ready;
@@ -795,6 +796,17 @@ impl Sim {
                 self.vcpus[v as usize].response = Response::new(now, false);
                 true
             }
+            Req::SliceRemaining => match self.las_slice_remaining(v) {
+                None => {
+                    self.vcpus[v as usize].response = Response::NONE;
+                    true
+                }
+                Some(left) => {
+                    self.vcpus[v as usize].response = Response::new(left, true);
+                    let read = ns(crate::credit1::LAS_PAGE_READ_CYCLES / self.costs.clock_ghz);
+                    self.handle(v, Req::Compute(read, true))
+                }
+            },
         }
     }
 

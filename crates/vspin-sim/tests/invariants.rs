@@ -9,6 +9,7 @@ fn scenario() -> impl Strategy<Value = String> {
         (prop::sample::select(vec![
             "tas",
             "tas-yield",
+            "las-tas",
             "ticket",
             "pv-ticket",
             "preemptable-ticket",
