@@ -30,7 +30,8 @@
 //! | trylock | step 2 alone | no waiting, so no slice check |
 //!
 //! Without a slice page (`slice_remaining` is `None`: any host but LAS, and real threads) the
-//! lock neither checks nor times anything: it is the plain test-and-test-and-set lock.
+//! lock neither checks nor times anything: it is the plain test-and-test-and-set lock, plus one
+//! load of `since` at unlock.
 use crate::platform::{Nanos, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use std::convert::Infallible;
 #[cfg(not(loom))]

@@ -28,13 +28,18 @@
 //!   higher priority from the others' run queues (`csched_load_balance`; a running vCPU is
 //!   never stolen). With `ratelimit_us` (Xen 4.2–4.7) a vCPU that has run less than that keeps
 //!   its pCPU, even when it yields.
-//! - **Waking** (`csched_vcpu_wake`, `__runq_tickle`): an UNDER vCPU becomes BOOST, joins its
-//!   pCPU's run queue and preempts the current vCPU if of strictly higher priority; if the pCPU
-//!   was busy, one idle pCPU is also told to reschedule (`opt_tickle_one_idle`), and it steals.
+//! - **Waking** (`csched_vcpu_wake`, `__runq_tickle` as in Xen 4.1): an UNDER vCPU becomes BOOST,
+//!   joins its pCPU's run queue and preempts the current vCPU if of strictly higher priority; if
+//!   the pCPU was busy, one idle pCPU is also told to reschedule (`opt_tickle_one_idle`), and it
+//!   steals.
 //! - **Yield** (`SCHEDOP_yield`, and a PLE exit, which Xen's VMX handler turns into one): with
 //!   `yield = "stock"` the vCPU is re-inserted like any other, so when it is the highest
 //!   priority on its pCPU it runs again at once: "yield is a no-op" (the seed). With
 //!   `"patched"` (commit 5fc9f5ef6c) it goes behind one vCPU of lower priority, if there is one.
+//!
+//! - **LAS** (`las = true`, the locking-aware scheduler seed): the slice timer's expiry is the
+//!   running vCPU's page (`slice_remaining`, read by the `las-tas` guest lock), and a guest yield
+//!   that gives the pCPU away is repaid the credits of the slice it left.
 //!
 //! Left out, as they do not act in the seeds' setups: caps (parking), soft affinity, NUMA nodes
 //! in the stealing order (peers are tried from the next pCPU round), the tick's check that a
@@ -82,6 +87,8 @@ pub(crate) struct VcpuCredit {
     pub start_time: i64,
     /// `residual`: the fraction of a credit not yet charged, in credit-nanoseconds.
     pub residual: i64,
+    /// LAS: credits for the slice time a guest yield offered, paid if the yield takes effect.
+    pub las_owed: i64,
 }
 
 /// The scheduler's private data (`struct csched_private`).
@@ -112,7 +119,7 @@ impl Credit1 {
             patched_yield: cfg.yield_ == Credit1Yield::Patched,
             las: cfg.las,
             tslice_ns,
-            tick_ns: tslice_ns / ticks,
+            tick_ns: (cfg.tslice_ms as Time * 1000 / ticks) * 1000,
             ratelimit_ns: cfg.ratelimit_us as Time * 1000,
             credits_per_tslice: CREDITS_PER_MSEC * cfg.tslice_ms as i64,
             active_domains: Vec::new(),
@@ -172,11 +179,20 @@ impl Sim {
         cr.start_time += credits * NS_PER_MSEC / CREDITS_PER_MSEC;
     }
 
-    /// The running vCPU `v` stops running (descheduled or blocked): charge it, and keep what was
-    /// not charged as an offset (`start_time -= now`).
-    pub(crate) fn credit_stop_running(&mut self, v: u32) {
+    /// `csched_schedule`'s first step for the current vCPU `v`: charge it, and keep what was not
+    /// charged as an offset (`start_time -= now`) until it runs again (`start_time += now`).
+    fn uncharge(&mut self, v: u32) {
         self.burn_credits(v);
         self.vcpus[v as usize].credit.start_time -= self.now as i64;
+    }
+
+    /// The running vCPU `v` blocks: charged as at any `schedule()`; a yield it made that a rate
+    /// limit held back, and what LAS owed it for one, lapse with the slice.
+    pub(crate) fn credit_stop_running(&mut self, v: u32) {
+        self.uncharge(v);
+        let cr = &mut self.vcpus[v as usize].credit;
+        cr.yielded = false;
+        cr.las_owed = 0;
     }
 
     /// `__runq_insert`: behind every queued vCPU of the same or higher priority; a yielding vCPU
@@ -209,11 +225,15 @@ impl Sim {
         let now = self.now;
         let prev = self.pcpus[p as usize].curr;
         if let Some(c) = prev {
-            self.burn_credits(c);
+            self.uncharge(c);
             let ratelimit = self.credit1().ratelimit_ns;
             let ran = now - self.pcpus[p as usize].credit.running_since;
             if ratelimit > 0 && ran < ratelimit {
-                return self.arm_slice_end(p, (ratelimit - ran).max(MIN_TIMER_NS));
+                self.vcpus[c as usize].credit.start_time += now as i64;
+                // "if runtime < CSCHED_MIN_TIMER: tslice = CSCHED_MIN_TIMER" (sic: Xen tests
+                // the time run, not the time left).
+                let tslice = if ran < MIN_TIMER_NS { MIN_TIMER_NS } else { ratelimit - ran };
+                return self.arm_slice_end(p, tslice);
             }
             self.runq_insert(p, c);
         }
@@ -235,9 +255,15 @@ impl Sim {
         };
         self.pcpus[p as usize].need_resched = false;
         if next == prev {
-            // Picked again (or still idle): no context switch.
+            // Picked again (or still idle): no context switch, and a LAS yield gave nothing up.
+            if let Some(c) = next {
+                let cr = &mut self.vcpus[c as usize].credit;
+                cr.start_time += now as i64;
+                cr.las_owed = 0;
+            }
         } else {
             if let Some(c) = prev {
+                self.repay_las_yield(c);
                 self.stop_running(c);
             }
             self.pcpus[p as usize].curr = next;
@@ -253,7 +279,8 @@ impl Sim {
                 self.arm_slice_end(p, tslice);
             }
             None => {
-                self.pcpus[p as usize].credit.slice_gen += 1;
+                let pc = &mut self.pcpus[p as usize].credit;
+                pc.slice_gen = pc.slice_gen.wrapping_add(1);
                 self.pcpus[p as usize].idle.enter(now, &self.idle_states);
             }
         }
@@ -348,12 +375,23 @@ impl Sim {
         Some(self.pcpus[p as usize].credit.slice_end.saturating_sub(self.now))
     }
 
-    /// LAS: the guest of running vCPU `v` gives up the rest of its slice by `SCHEDOP_yield`;
+    /// LAS: the guest of running vCPU `v` offers the rest of its slice by `SCHEDOP_yield`;
     /// "additional CPU time will be allotted to the related VCPU during the following
-    /// scheduling", modelled as the credits of the time given up.
-    pub(crate) fn las_compensate(&mut self, v: u32) {
+    /// scheduling", modelled as the credits of the time left, owed until the yield takes effect.
+    pub(crate) fn las_note_yield(&mut self, v: u32) {
         if let Some(left) = self.las_slice_remaining(v) {
-            self.vcpus[v as usize].credit.credit += left as i64 * CREDITS_PER_MSEC / NS_PER_MSEC;
+            self.vcpus[v as usize].credit.las_owed = left as i64 * CREDITS_PER_MSEC / NS_PER_MSEC;
+        }
+    }
+
+    /// The yielder `v` lost its pCPU: it is paid what LAS owes it, up to a slice's worth of
+    /// credit (accounting would stop an earning vCPU above that anyway).
+    fn repay_las_yield(&mut self, v: u32) {
+        let cap = self.credit1().credits_per_tslice;
+        let cr = &mut self.vcpus[v as usize].credit;
+        let owed = std::mem::take(&mut cr.las_owed);
+        if owed > 0 {
+            cr.credit = (cr.credit + owed).min(cap.max(cr.credit));
         }
     }
 
@@ -617,18 +655,38 @@ mod tests {
     }
 
     #[test]
-    fn las_publishes_the_slice_end_and_gives_a_yield_its_credits_back() {
+    fn las_publishes_the_slice_end_and_repays_a_yield_that_gave_the_pcpu_away() {
         let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { las = true }\n";
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"las-tas\"\nworkload = { preset = \"cpu-hog\" }\n";
         let mut s = host(hv, false, vm);
         queue(&mut s, Priority::Under, &[Priority::Under]);
         s.arm_slice_end(0, 30_000_000);
         s.now = 20_000_000;
+        s.vcpus[0].credit.start_time = s.now as i64;
         assert_eq!(s.las_slice_remaining(0), Some(10_000_000));
-        s.las_compensate(0);
+        s.las_note_yield(0);
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(1), "behind its equal");
         assert_eq!(s.vcpus[0].credit.credit, 100, "10 ms given up: 100 credits");
         let mut plain = xen("patched", 2);
         queue(&mut plain, Priority::Under, &[]);
         assert_eq!(plain.las_slice_remaining(0), None, "no page without LAS");
+    }
+
+    #[test]
+    fn vcpus_taking_turns_are_each_charged_ten_credits_per_ms_they_ran() {
+        let mut s = xen("patched", 2);
+        queue(&mut s, Priority::Under, &[Priority::Under]);
+        s.vcpus[0].credit.start_time = 0;
+        for (at, running) in [(10, 1), (25, 0), (30, 1), (40, 0)] {
+            s.now = at * 1_000_000;
+            s.credit1_schedule(0);
+            assert_eq!(s.pcpus[0].curr, Some(running), "at {at} ms");
+            // No event runs between the calls: leave no segment for the next switch to account.
+            s.vcpus[running as usize].active = false;
+        }
+        // vCPU 0 ran 0-10 and 25-30 ms, vCPU 1 10-25 and 30-40 ms.
+        assert_eq!((s.vcpus[0].credit.credit, s.vcpus[1].credit.credit), (-150, -250));
     }
 }

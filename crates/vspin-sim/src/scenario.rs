@@ -769,6 +769,13 @@ impl Scenario {
         if !CREDIT1_TSLICE_MS.contains(&c.tslice_ms) {
             return Err(err("hypervisor.credit1.tslice_ms", format!("{} is out of range; allowed {CREDIT1_TSLICE_MS:?} (Xen's sched_credit_tslice_ms)", c.tslice_ms)));
         }
+        if c.las && c.tslice_ms != 30 {
+            let msg = format!(
+                "{} with las = true; allowed 30: the LAS guest keeps only holds up to 30 ms, the credit scheduler's slice (docs/mechanisms/las.md)",
+                c.tslice_ms
+            );
+            return Err(err("hypervisor.credit1.tslice_ms", msg));
+        }
         let max = (*CREDIT1_RATELIMIT_US.end()).min(c.tslice_ms * 1000);
         if c.ratelimit_us != 0 && !(*CREDIT1_RATELIMIT_US.start()..=max).contains(&c.ratelimit_us) {
             return Err(err(

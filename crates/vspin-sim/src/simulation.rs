@@ -781,7 +781,7 @@ impl Sim {
                 false
             }
             Req::Yield => {
-                self.las_compensate(v);
+                self.las_note_yield(v);
                 let vc = &mut self.vcpus[v as usize];
                 vc.counters.yields += 1;
                 vc.act = Act::Ready;

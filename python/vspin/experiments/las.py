@@ -101,7 +101,8 @@ class Las(Experiment):
         yields = {c: [kb_mean(c, g, lambda vm: vm["counters"]["yields"]) for g in GUESTS] for c in CONFIGS}
         spin = {c: [kb_mean(c, g, lambda vm: vm["time"]["spin_ns"] / sum(vm["time"].values())) for g in GUESTS]
                 for c in CONFIGS}
-        gains = [mean_interval(per_seed_gain(kb_tput, g)) for g in GUESTS]
+        per_seed = {g: per_seed_gain(kb_tput, g) for g in GUESTS}
+        gains = [mean_interval(per_seed[g]) for g in GUESTS]
         note = (f"Mean of seeds {seeds[0]}-{seeds[-1]}, {duration} ms simulated each; 8 cores, Xen credit1, guests of 8 "
                 "vCPUs with the 2.6.18 test-and-set lock, LAS's slice page and compensation on or off. Per run, "
                 "kernbench guest: lock-holder preemptions " + "; ".join(
@@ -125,8 +126,9 @@ class Las(Experiment):
                  "no vCPU waits for a pCPU, so nothing preempts a lock holder."))
         shown = lambda g: f"{g[0]:.2f} ± {g[1]:.2f}"  # noqa: E731
         over = gains[1:]
-        growth = gains[-1][0] - gains[1][0]
-        growth_half = (gains[-1][1] ** 2 + gains[1][1] ** 2) ** 0.5
+        # The gains at 2 and 8 guests come from the same seeds: the interval of their per-seed
+        # differences.
+        growth, growth_half = mean_interval([hi - lo for hi, lo in zip(per_seed[GUESTS[-1]], per_seed[GUESTS[1]])])
         checks = [
             Check("kernbench.las_faster_when_overcommitted", "kernbench", all(m - h > 1.0 for m, h in over),
                   "Linux-LAS ÷ Linux-xen per seed, mean ± 95% interval, at 1, 2, 4, 8 guests: "
@@ -135,10 +137,12 @@ class Las(Experiment):
             Check("kernbench.gain_grows_with_guests", "kernbench", growth - growth_half > 0,
                   f"gain at 8 guests minus gain at 2: {growth:+.2f} ± {growth_half:.2f} (claim: the gain grows with "
                   "the number of guests)"),
-            Check("sysbench.8_vcpus_gain", "sysbench", sb_gain[8][0] >= 1.2,
-                  f"Linux-LAS ÷ Linux-xen, 2 guests of 8 vCPUs: {shown(sb_gain[8])} (claim: +48%; at least +20%)"),
-            Check("sysbench.4_vcpus_gain", "sysbench", sb_gain[4][0] >= 1.2,
-                  f"Linux-LAS ÷ Linux-xen, 2 guests of 4 vCPUs: {shown(sb_gain[4])} (claim: +41%; at least +20%)"),
+            Check("sysbench.8_vcpus_gain", "sysbench", sb_gain[8][0] >= 1.2 and sb_gain[8][0] - sb_gain[8][1] > 1.0,
+                  f"Linux-LAS ÷ Linux-xen, 2 guests of 8 vCPUs: {shown(sb_gain[8])} (claim: +48%; at least +20%, "
+                  "and more than the seeds' spread)"),
+            Check("sysbench.4_vcpus_gain", "sysbench", sb_gain[4][0] >= 1.2 and sb_gain[4][0] - sb_gain[4][1] > 1.0,
+                  f"Linux-LAS ÷ Linux-xen, 2 guests of 4 vCPUs: {shown(sb_gain[4])} (claim: +41%; at least +20%, "
+                  "and more than the seeds' spread)"),
         ]
         return figures, checks
 

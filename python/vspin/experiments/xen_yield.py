@@ -130,7 +130,9 @@ class XenYield(Experiment):
                   f"yield ÷ stock at 1-4 VMs: {fmt(gains)} (claim: yield ahead at 2-4 VMs, by at least 1.5× "
                   "at 4; seed 0.99, 1.44, 1.87, 2.21)"),
             Check(f"{host}.yield_costs_under_1pct_with_one_vm", fig, abs(gains[0] - 1) < 0.01,
-                  f"yield ÷ stock with one VM: {gains[0]:.4f} (claim: costs less than 1%; seed 0.99)"),
+                  f"yield ÷ stock with one VM: {gains[0]:.4f} (claim: costs less than 1%; seed 0.99). In the "
+                  "model a VM alone on its cores rarely has a vCPU queued behind a yielder, so the two yields "
+                  "nearly always do the same: this holds by construction more than by measurement"),
         ]
 
 
