@@ -83,7 +83,6 @@ pub mod pv_qspinlock_v42;
 pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
-pub mod tas_yield;
 pub mod ticket;
 
 pub use platform::{
@@ -98,6 +97,5 @@ pub use pv_qspinlock::PvQueuedSpinLock;
 pub use pv_qspinlock_v42::PvQueuedSpinLockV42;
 pub use pv_ticket::PvTicketLock;
 pub use qspinlock::QueuedSpinLock;
-pub use tas::TasLock;
-pub use tas_yield::TasYieldLock;
+pub use tas::{TasLock, TasYieldLock, TestAndSetLock};
 pub use ticket::TicketLock;

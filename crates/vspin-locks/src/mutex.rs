@@ -38,8 +38,7 @@ use crate::pv_qspinlock::PvQueuedSpinLock;
 use crate::pv_qspinlock_v42::PvQueuedSpinLockV42;
 use crate::pv_ticket::PvTicketLock;
 use crate::qspinlock::QueuedSpinLock;
-use crate::tas::TasLock;
-use crate::tas_yield::TasYieldLock;
+use crate::tas::{TasLock, TasYieldLock};
 use crate::ticket::TicketLock;
 
 /// A lock that can be built in a `const` context on the native platform.
