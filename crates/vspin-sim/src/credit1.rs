@@ -58,8 +58,6 @@ const CREDITS_PER_MSEC: i64 = 10;
 const TICKS_PER_TSLICE: u64 = 3;
 /// `CSCHED_DEFAULT_WEIGHT`: every domain has it (weights are not a scenario setting).
 const WEIGHT: i64 = 256;
-/// `CSCHED_MIN_TIMER` (`XEN_SYSCTL_SCHED_RATELIMIT_MIN`): the shortest rate-limited slice (ns).
-const MIN_TIMER_NS: Time = 100_000;
 const NS_PER_MSEC: i64 = 1_000_000;
 
 /// A vCPU's priority, lowest first (`CSCHED_PRI_TS_OVER` −2, `_UNDER` −1, `_BOOST` 0; an idle
@@ -230,10 +228,9 @@ impl Sim {
             let ran = now - self.pcpus[p as usize].credit.running_since;
             if ratelimit > 0 && ran < ratelimit {
                 self.vcpus[c as usize].credit.start_time += now as i64;
-                // "if runtime < CSCHED_MIN_TIMER: tslice = CSCHED_MIN_TIMER" (sic: Xen tests
-                // the time run, not the time left).
-                let tslice = if ran < MIN_TIMER_NS { MIN_TIMER_NS } else { ratelimit - ran };
-                return self.arm_slice_end(p, tslice);
+                // Xen 4.2-4.7 (which also keep a yielder here) re-arm for the whole rate limit
+                // (`tslice = MICROSECS(prv->ratelimit_us)`); later versions for what is left.
+                return self.arm_slice_end(p, ratelimit);
             }
             self.runq_insert(p, c);
         }
