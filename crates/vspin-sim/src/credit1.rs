@@ -87,6 +87,10 @@ pub(crate) struct VcpuCredit {
     pub residual: i64,
     /// LAS: credits for the slice time a guest yield offered, paid if the yield takes effect.
     pub las_owed: i64,
+    /// Credits burned so far, and time run on a pCPU up to its last switch-out: the audit
+    /// checks that the one pays for the other.
+    pub burned: i64,
+    pub ran_ns: u64,
 }
 
 /// The scheduler's private data (`struct csched_private`).
@@ -174,6 +178,7 @@ impl Sim {
         let credits = val / NS_PER_MSEC;
         cr.residual = val % NS_PER_MSEC;
         cr.credit -= credits;
+        cr.burned += credits;
         cr.start_time += credits * NS_PER_MSEC / CREDITS_PER_MSEC;
     }
 
@@ -188,6 +193,7 @@ impl Sim {
     /// limit held back, and what LAS owed it for one, lapse with the slice.
     pub(crate) fn credit_stop_running(&mut self, v: u32) {
         self.uncharge(v);
+        self.count_run(v);
         let cr = &mut self.vcpus[v as usize].credit;
         cr.yielded = false;
         cr.las_owed = 0;
@@ -260,6 +266,7 @@ impl Sim {
             }
         } else {
             if let Some(c) = prev {
+                self.count_run(c);
                 self.repay_las_yield(c);
                 self.stop_running(c);
             }
@@ -282,6 +289,34 @@ impl Sim {
             }
         }
         self.maybe_arm_tick(p);
+    }
+
+    /// The running vCPU `v` stops running: add its run to `ran_ns`.
+    fn count_run(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        self.vcpus[v as usize].credit.ran_ns += self.now - self.pcpus[p as usize].credit.running_since;
+    }
+
+    /// Audit: every vCPU has been charged for the time it ran, up to what a tick has not charged
+    /// yet (a running vCPU pays at least every tick) and the fraction `burn_credits` carries.
+    pub(crate) fn audit_credits(&mut self) {
+        let Some(c) = &self.credit1 else { return };
+        let slack = c.tick_ns + 2 * (NS_PER_MSEC / CREDITS_PER_MSEC) as u64;
+        for v in 0..self.vcpus.len() as u32 {
+            let vc = &self.vcpus[v as usize];
+            let p = vc.pcpu as usize;
+            let running = if self.pcpus[p].curr == Some(v) { self.now - self.pcpus[p].credit.running_since } else { 0 };
+            let ran = vc.credit.ran_ns + running;
+            let charged = (vc.credit.burned * NS_PER_MSEC / CREDITS_PER_MSEC).max(0) as u64;
+            if ran.abs_diff(charged) > slack {
+                let msg = format!(
+                    "credit1 charged {} for {charged} ns but it ran {ran} ns (at {} ns)",
+                    self.name_vcpu(v),
+                    self.now
+                );
+                self.violations.push(msg);
+            }
+        }
     }
 
     /// The scheduler timer: `schedule()` again after `after` ns.

@@ -6,7 +6,9 @@
 //! - no lost wake-up: a free lock never has all its waiters halted (with no release in
 //!   progress) at two consecutive audits, 1 ms apart;
 //! - no missed write: a vCPU spinning on a word has seen the word's latest write (the memory
-//!   model's own wake-up of spinners works).
+//!   model's own wake-up of spinners works);
+//! - under credit1, every vCPU has paid credits for the time it ran (`credit1.rs`,
+//!   `audit_credits`), up to one tick not yet charged.
 //!
 //! Events (definitions also in `metrics`): LHP when a holder is preempted while a vCPU waits for
 //! its lock; LWP when a FIFO lock is free or released while its next waiter is preempted.
@@ -68,7 +70,7 @@ impl Sim {
         format!("lock {} of VM {:?}", l - self.lock_base(vm), self.vms[vm as usize].name)
     }
 
-    fn name_vcpu(&self, v: u32) -> String {
+    pub(crate) fn name_vcpu(&self, v: u32) -> String {
         let vc = &self.vcpus[v as usize];
         format!("vCPU {} of VM {:?}", vc.index, self.vms[vc.vm as usize].name)
     }
@@ -228,6 +230,7 @@ impl Sim {
 
     /// Lost wake-up and missed-write audit.
     pub(crate) fn audit(&mut self) {
+        self.audit_credits();
         for v in 0..self.vcpus.len() as u32 {
             let vc = &self.vcpus[v as usize];
             if let Act::Spin { word, stale: false, .. } = vc.act {
