@@ -5,8 +5,8 @@ Its verdicts are results, reported in the HTML page and the issue notes, not ass
 
 import json
 
-from vspin.experiments.las import mean_interval
 from vspin.reproduce import reproduce
+from vspin.sweeps import T_975, mean_ci95
 
 
 def test_las_quick_report_is_complete_and_deterministic(tmp_path):
@@ -21,8 +21,8 @@ def test_las_quick_report_is_complete_and_deterministic(tmp_path):
 
 
 def test_a_gain_interval_widens_with_the_spread_of_the_seeds():
-    mean, half = mean_interval([1.0, 1.0, 1.0])
+    mean, half = mean_ci95([1.0, 1.0, 1.0])
     assert (mean, half) == (1.0, 0.0)
-    mean, half = mean_interval([0.9, 1.1, 1.3])
+    mean, half = mean_ci95([0.9, 1.1, 1.3])
     assert abs(mean - 1.1) < 1e-12
-    assert abs(half - 4.30 * 0.2 / 3 ** 0.5) < 1e-9
+    assert abs(half - T_975[1] * 0.2 / 3 ** 0.5) < 1e-9

@@ -212,6 +212,15 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.042)
 
 
+def mean_ci95(values: list[float]) -> tuple[float, float]:
+    """The mean of per-seed values and the half-width of its 95% Student-t interval (NaN for one
+    value)."""
+    n, mean = len(values), statistics.fmean(values)
+    if n < 2:
+        return mean, float("nan")
+    return mean, (T_975[n - 2] if n <= 31 else 1.96) * statistics.stdev(values) / n ** 0.5
+
+
 def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
     """A sweep's throughput summarised over its seeds: one row per point of the grid's other paths
     and VM, with ``seeds`` (how many), ``mean``, ``ci95`` (half-width of the 95% interval of the
@@ -231,9 +240,8 @@ def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
         groups.setdefault(tuple(map(repr, values)), (values, []))[1].append(row[-1])
     rows = []
     for values, units in groups.values():
-        n, mean = len(units), statistics.fmean(units)
-        half = (T_975[n - 2] if n <= 31 else 1.96) * statistics.stdev(units) / n ** 0.5 if n > 1 else float("nan")
-        rows.append([*values, n, mean, half, min(units), max(units)])
+        mean, half = mean_ci95(units)
+        rows.append([*values, len(units), mean, half, min(units), max(units)])
     return pd.DataFrame(rows, columns=[*keys, "seeds", "mean", "ci95", "min", "max"])
 
 

@@ -25,21 +25,14 @@ from __future__ import annotations
 import statistics
 
 from vspin.reproduce import Check, Experiment, Figure, Series, register
+from vspin.sweeps import mean_ci95
 
 GUESTS = (1, 2, 4, 8)
 CONFIGS = {"Linux-xen": False, "Linux-LAS": True}
 PAPER_SYSBENCH_GAIN = {8: 1.48, 4: 1.41}
 
-# Two-sided 95% Student t quantiles by degrees of freedom, for intervals over a few seeds.
-T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-
-
-def mean_interval(xs: list[float]) -> tuple[float, float]:
-    """The mean of per-seed values and the half-width of its 95% t-interval. The model's
-    kernbench is chaotic (one vCPU's flush IPI waiting out another's slice moves a whole run), so
-    a gain is one only where the interval excludes no gain."""
-    return statistics.fmean(xs), T95[len(xs) - 1] * statistics.stdev(xs) / len(xs) ** 0.5
-
+# The model's kernbench is chaotic (one vCPU's flush IPI waiting out another's slice moves a whole
+# run), so a gain counts only where its 95% interval over seeds (`mean_ci95`) excludes no gain.
 # kernbench's gain hangs on rare events (a holder preempted at a slice end), so several seeds.
 SCALE = {"quick": {"seeds": (1, 2, 3), "duration_ms": 2000}, "full": {"seeds": (1, 2, 3, 4, 5, 6), "duration_ms": 4000}}
 
@@ -102,7 +95,7 @@ class Las(Experiment):
         spin = {c: [kb_mean(c, g, lambda vm: vm["time"]["spin_ns"] / sum(vm["time"].values())) for g in GUESTS]
                 for c in CONFIGS}
         per_seed = {g: per_seed_gain(kb_tput, g) for g in GUESTS}
-        gains = [mean_interval(per_seed[g]) for g in GUESTS]
+        gains = [mean_ci95(per_seed[g]) for g in GUESTS]
         note = (f"Mean of seeds {seeds[0]}-{seeds[-1]}, {duration} ms simulated each; 8 cores, Xen credit1, guests of 8 "
                 "vCPUs with the 2.6.18 test-and-set lock, LAS's slice page and compensation on or off. Per run, "
                 "kernbench guest: lock-holder preemptions " + "; ".join(
@@ -116,7 +109,7 @@ class Las(Experiment):
                    metric="throughput", x_label="guests", y_label="kernbench work units/s",
                    series=[Series(c, list(GUESTS), tput[c]) for c in CONFIGS], paper=[], kind="bar", note=note),
         ]
-        sb_gain = {v: mean_interval(per_seed_gain(sb_tput, v)) for v in (8, 4)}
+        sb_gain = {v: mean_ci95(per_seed_gain(sb_tput, v)) for v in (8, 4)}
         figures.append(Figure(
             id="sysbench", title="sysbench OLTP (our dvdstore preset), two guests", metric="speedup",
             x_label="vCPUs per guest", y_label="Linux-LAS ÷ Linux-xen throughput",
@@ -128,7 +121,7 @@ class Las(Experiment):
         over = gains[1:]
         # The gains at 2 and 8 guests come from the same seeds: the interval of their per-seed
         # differences.
-        growth, growth_half = mean_interval([hi - lo for hi, lo in zip(per_seed[GUESTS[-1]], per_seed[GUESTS[1]])])
+        growth, growth_half = mean_ci95([hi - lo for hi, lo in zip(per_seed[GUESTS[-1]], per_seed[GUESTS[1]])])
         checks = [
             Check("kernbench.las_faster_when_overcommitted", "kernbench", all(m - h > 1.0 for m, h in over),
                   "Linux-LAS ÷ Linux-xen per seed, mean ± 95% interval, at 1, 2, 4, 8 guests: "
