@@ -25,9 +25,26 @@
 //!   computing outside any lock and outside lock, IPI, halt and guest scheduler code. Real think
 //!   time is partly kernel (system calls, page faults), so this filter skips somewhat more vCPUs
 //!   than a real 6.8 host would.
+//!
+//! APPLES' HVS (`hvs`, the TPDS'17 seed §3.2–3.3, built on Linux 3.19) replaces the scan with a
+//! ranking of the VM's preempted vCPUs (3.19's `vcpu->preempted`) by the list each joined when
+//! it left its pCPU ([`HvsList`], set in `stop_running`) and by when:
+//!
+//! | rank | `hvs` (the seed's)       | `hvs-cpth-r`         | `hvs-cpth-l`            | `hvs-cch`               |
+//! |------|--------------------------|----------------------|-------------------------|-------------------------|
+//! | 1st  | resource-waiters, newest | resource, **oldest** | resource, newest        | **lock-waiters**, oldest |
+//! | 2nd  | lock-waiters, oldest     | lock, oldest         | lock, **newest**        | resource, newest        |
+//! | 3rd  | yielded, oldest          | yielded, oldest      | yielded, oldest         | yielded, oldest         |
+//!
+//! A vCPU that HVS boosts is marked; preempted with the mark, it joins the yielded list (the
+//! seed's fix for a freshly boosted vCPU, whose large vruntime soon preempts it, being picked
+//! again and again). The seed leaves open the order within the yielded list (we take the
+//! oldest first), whether the 3.18 spin-loop filter still applies (we drop it: HVS ranks the
+//! lock-waiters it would skip) and what ends the search: as in 3.18, the first successful
+//! `yield_to`, or three `-ESRCH`.
 use crate::scenario::DirectedYieldKind;
 use crate::simulation::Sim;
-use crate::vcpu::{Act, HostState};
+use crate::vcpu::{Act, HostState, HvsList};
 
 /// The vCPU indices the scan considers, in order, each with what a successful yield to it
 /// records as `last_boosted_vcpu`. Up to 6.12, two passes: pass 0 after `last_boosted_vcpu`,
@@ -45,6 +62,20 @@ fn scan_order(n: i64, last: i64, kernel: DirectedYieldKind) -> impl Iterator<Ite
         (false, true) => (from + k, from + k),
         (false, false) => (k - pass_0, k - pass_0),
     })
+}
+
+/// HVS's order of a vCPU on `list`, descheduled at `since`: lower first (the table above).
+fn hvs_rank(order: DirectedYieldKind, list: HvsList, since: i64) -> (u8, i64) {
+    let (oldest, newest) = (since, -since);
+    match (order, list) {
+        (_, HvsList::Yielded) => (2, oldest),
+        (DirectedYieldKind::HvsCch, HvsList::LockWaiter) => (0, oldest),
+        (DirectedYieldKind::HvsCch, HvsList::ResourceWaiter) => (1, newest),
+        (DirectedYieldKind::HvsCpthR, HvsList::ResourceWaiter) => (0, oldest),
+        (_, HvsList::ResourceWaiter) => (0, newest),
+        (DirectedYieldKind::HvsCpthL, HvsList::LockWaiter) => (1, newest),
+        (_, HvsList::LockWaiter) => (1, oldest),
+    }
 }
 
 impl Sim {
@@ -70,6 +101,39 @@ impl Sim {
             }
             // 3.5's `yield_to` returns a bool: no `-ESRCH`, no limit on the attempts.
             if r < 0 && kernel != DirectedYieldKind::Kvm35 {
+                tries -= 1;
+                if tries == 0 {
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// HVS's choice on a PLE exit of `me`: yield to the best-ranked preempted vCPU of its VM
+    /// that `yield_to` accepts. Returns whether it yielded.
+    pub(crate) fn hvs_on_spin(&mut self, me: u32, order: DirectedYieldKind) -> bool {
+        let vm = self.vcpus[me as usize].vm as usize;
+        let (first, n) = (self.vms[vm].first_vcpu, self.vms[vm].vcpus);
+        let mut ranked: Vec<(u8, i64, u32)> = (first..first + n)
+            .filter(|&v| v != me && self.vcpus[v as usize].preempted && self.vcpus[v as usize].host == HostState::Runnable)
+            .map(|v| {
+                let vc = &self.vcpus[v as usize];
+                let (rank, key) = hvs_rank(order, vc.hvs_list, vc.state_since as i64);
+                (rank, key, v)
+            })
+            .collect();
+        ranked.sort_unstable();
+        let mut tries = 3;
+        for (_, _, v) in ranked {
+            let r = self.yield_to(me, v);
+            if r > 0 {
+                self.trace_instant(me, || format!("HVS: yield to vCPU {}", v - first));
+                self.vcpus[v as usize].hvs_boosted = true;
+                self.vcpus[me as usize].counters.directed_yields += 1;
+                return true;
+            }
+            if r < 0 {
                 tries -= 1;
                 if tries == 0 {
                     return false;
@@ -118,6 +182,9 @@ impl Sim {
                 ready && !woken_by_its_timer && !(vc.preempted && in_user_mode && vc.pending_ipis.is_empty())
             }
             DirectedYieldKind::Off => false,
+            DirectedYieldKind::Hvs | DirectedYieldKind::HvsCpthR | DirectedYieldKind::HvsCpthL | DirectedYieldKind::HvsCch => {
+                unreachable!("HVS ranks its candidates in `hvs_on_spin`")
+            }
         }
     }
 
@@ -135,7 +202,7 @@ impl Sim {
 mod tests {
     use crate::scenario::{DirectedYieldKind, Scenario};
     use crate::simulation::Sim;
-    use crate::vcpu::{Act, HostState};
+    use crate::vcpu::{Act, HostState, HvsList};
 
     /// A VM of two vCPUs whose vCPU 1 waits for a pCPU, doing `act`, preempted or just woken.
     fn waiting_vcpu(act: Act, held: Option<u32>, preempted: bool) -> Sim {
@@ -145,6 +212,59 @@ mod tests {
         let v = &mut s.vcpus[1];
         (v.host, v.act, v.held, v.preempted) = (HostState::Runnable, act, held, preempted);
         s
+    }
+
+    /// vCPU 0 of a 4-vCPU VM spins on pCPU 0, where vCPUs 1-3 wait, each preempted at `since`
+    /// ns onto `list`. Whom does `order` boost?
+    fn hvs_pick(order: DirectedYieldKind, waiting: [(HvsList, u64); 3]) -> Option<u32> {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 4\npin = \"none\"\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = crate::simulation::test_host::host("", false, vm);
+        s.now = 1_000;
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        for (v, (list, since)) in (1..).zip(waiting) {
+            let vc = &mut s.vcpus[v as usize];
+            (vc.pcpu, vc.host, vc.preempted, vc.hvs_list, vc.state_since) = (0, HostState::Runnable, true, list, since);
+            s.pcpus[0].queued.push(v);
+        }
+        assert!(s.hvs_on_spin(0, order));
+        let boosted: Vec<u32> = (1..4).filter(|&v| s.vcpus[v as usize].hvs_boosted).collect();
+        assert_eq!(boosted.len(), 1);
+        boosted.first().copied()
+    }
+
+    #[test]
+    fn hvs_boosts_the_newest_resource_waiter_then_the_oldest_lock_waiter_then_a_yielded_vcpu() {
+        use HvsList::{LockWaiter as L, ResourceWaiter as R, Yielded as Y};
+        let hvs = DirectedYieldKind::Hvs;
+        assert_eq!(hvs_pick(hvs, [(R, 10), (R, 20), (L, 5)]), Some(2));
+        assert_eq!(hvs_pick(hvs, [(Y, 10), (L, 20), (L, 5)]), Some(3));
+        assert_eq!(hvs_pick(hvs, [(Y, 30), (Y, 20), (Y, 40)]), Some(2));
+    }
+
+    #[test]
+    fn each_hvs_variant_reverses_one_of_its_orders() {
+        use HvsList::{LockWaiter as L, ResourceWaiter as R};
+        let waiting = [(R, 10), (R, 20), (L, 5)];
+        assert_eq!(hvs_pick(DirectedYieldKind::HvsCpthR, waiting), Some(1), "oldest resource-waiter");
+        assert_eq!(hvs_pick(DirectedYieldKind::HvsCch, waiting), Some(3), "lock-waiters first");
+        assert_eq!(hvs_pick(DirectedYieldKind::HvsCpthL, [(L, 10), (L, 20), (L, 5)]), Some(2), "newest lock-waiter");
+        assert_eq!(hvs_pick(DirectedYieldKind::Hvs, [(L, 10), (L, 20), (L, 5)]), Some(3), "the seed's: oldest");
+    }
+
+    #[test]
+    fn a_vcpu_hvs_boosted_joins_the_yielded_list_when_preempted_and_a_spinner_the_lock_waiters() {
+        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        crate::simulation::test_host::running(&mut s, 1, 1, Act::Ready);
+        s.vcpus[0].hvs_boosted = true;
+        s.vcpus[1].in_spin_loop = true;
+        s.stop_running(0);
+        s.stop_running(1);
+        assert_eq!((s.vcpus[0].hvs_list, s.vcpus[0].hvs_boosted), (HvsList::Yielded, false), "the mark is taken");
+        assert_eq!(s.vcpus[1].hvs_list, HvsList::LockWaiter);
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        s.stop_running(0);
+        assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "not boosted since it last ran");
     }
 
     fn candidate_for(s: &Sim) -> (bool, bool) {

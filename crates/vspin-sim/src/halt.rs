@@ -70,6 +70,7 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Blocked;
         vc.state_since = now;
+        vc.hvs_boosted = false;
         self.pcpus[p as usize].curr = None;
         self.schedule(p);
     }

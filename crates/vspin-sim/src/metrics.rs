@@ -172,6 +172,13 @@ pub struct VmResult {
     pub time: TimeBreakdown,
     pub counters: Counters,
     pub lock_waits: Vec<WaitBucket>,
+    /// The VM's PLE epochs (1,000 of its PLE exits each unless APLE sets another count) and
+    /// their mean inefficiency: (windows spun + exit handling) ÷ CPU time (`ple.rs`). `None`
+    /// before the first epoch ends, and under credit1.
+    pub ple_epochs: u64,
+    pub ple_inefficiency: Option<f64>,
+    /// The mean window its PLE exits reached, cycles (`None` without exits or under credit1).
+    pub ple_window_mean_cycles: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -4,7 +4,40 @@
 //! (`handle_pause` → `grow_ple_window`) and shrinks it whenever the vCPU thread is scheduled back
 //! in (`kvm_sched_in` → `shrink_ple_window`); with the default `shrink = 0` that is a reset to
 //! the base window. `fixed` keeps the base window (Xen's behaviour); `off` never exits.
-use crate::scenario::{PleConfig, PlePolicy};
+//!
+//! `aple` is APPLES' Adaptive PLE (the TPDS'17 seed, §3.1 and Algorithm 1): one window for all
+//! vCPUs of a VM, chosen by the VM's *inefficiency*, measured over epochs of a fixed number of
+//! the VM's PLE exits ([`PleEpochs`], kept under every policy so that stock KVM and fixed
+//! windows can be compared by the same measure, as the seed does in Figs. 10–12). A round
+//! tries the desired window `Td`, then `min(Tu, Td + δ)`, then `max(Tl, Td − δ)`, one epoch
+//! each, and makes the window of the least inefficient epoch the next `Td` ([`Aple`]).
+//!
+//! ```text
+//!             epoch ends          epoch ends               epoch ends
+//!   [try Td] ───────────▶ [try Td+δ] ───────────▶ [try Td−δ] ───────────▶ Td := argmin ─┐
+//!      ▲                                                                               │
+//!      └───────────────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! What we decided where the seed is silent:
+//! - *Time handling PLE exits* is the host CPU time of each exit's handler: the VM exit, the
+//!   candidate search, and then the switch away (if it yielded) or the VM entry (if not). The
+//!   handler's wall time would include the time a yielder waits off its pCPU, which is not "the
+//!   overhead of vCPU switches" and would make the ratio exceed 1.
+//! - *Wasteful spinning* of an exit is the window it reached, in ns at the TSC rate (the seed's
+//!   threshold × exits, which for stock KVM's per-vCPU windows is their sum).
+//! - A new window reaches a vCPU at its next PLE exit or its next switch-in (KVM writes
+//!   `PLE_WINDOW` into a vCPU's VMCS before that vCPU's next entry; another vCPU's VMCS cannot
+//!   be written while it runs). Ties between epochs keep the earlier one: `Td` first.
+use crate::scenario::{ApleConfig, PleConfig, PlePolicy};
+
+/// The window every vCPU starts with.
+pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
+    match cfg.policy {
+        PlePolicy::Aple => cfg.aple.clone().unwrap_or_default().initial_cycles,
+        PlePolicy::Kvm | PlePolicy::Fixed | PlePolicy::Off => cfg.window_cycles,
+    }
+}
 
 /// `__grow_ple_window`: multiply while the modifier is below the base, else add; clamp to max.
 pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
@@ -16,7 +49,7 @@ pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
             let w = if cfg.grow < cfg.window_cycles { window.saturating_mul(cfg.grow) } else { window.saturating_add(cfg.grow) };
             w.min(cfg.max_cycles)
         }
-        PlePolicy::Fixed | PlePolicy::Off => window,
+        PlePolicy::Fixed | PlePolicy::Off | PlePolicy::Aple => window,
     }
 }
 
@@ -31,7 +64,92 @@ pub(crate) fn shrink(cfg: &PleConfig, window: u64) -> u64 {
             let w = if cfg.shrink < cfg.window_cycles { window / cfg.shrink } else { window.saturating_sub(cfg.shrink) };
             w.max(cfg.window_cycles)
         }
-        PlePolicy::Fixed | PlePolicy::Off => window,
+        PlePolicy::Fixed | PlePolicy::Off | PlePolicy::Aple => window,
+    }
+}
+
+/// One VM's PLE exits, in epochs of `epoch_exits` (1,000 in the seed, for every policy), and
+/// the inefficiency of each: (wasted spinning + exit handling) ÷ the VM's CPU time.
+#[derive(Debug)]
+pub(crate) struct PleEpochs {
+    epoch_exits: u32,
+    exits: u32,
+    spin_ns: u64,
+    handling_ns: u64,
+    cpu_at_start_ns: u64,
+    /// Completed epochs, and the sum of their inefficiencies.
+    pub epochs: u64,
+    pub inefficiency_sum: f64,
+    /// Every exit's window, summed, and the exits: the mean window an exit reached.
+    pub window_cycles_sum: u128,
+    pub exits_total: u64,
+}
+
+impl PleEpochs {
+    pub(crate) fn new(cfg: &PleConfig) -> Self {
+        let epoch_exits = cfg.aple.clone().unwrap_or_default().epoch_exits;
+        PleEpochs { epoch_exits, exits: 0, spin_ns: 0, handling_ns: 0, cpu_at_start_ns: 0, epochs: 0, inefficiency_sum: 0.0, window_cycles_sum: 0, exits_total: 0 }
+    }
+
+    /// Count an exit that spun a window of `window_cycles` (`window_ns`) and whose handler ran
+    /// `handling_ns`. Returns whether that ended the epoch; then call [`PleEpochs::end_epoch`].
+    pub(crate) fn record_exit(&mut self, window_cycles: u64, window_ns: u64, handling_ns: u64) -> bool {
+        self.exits += 1;
+        self.spin_ns += window_ns;
+        self.handling_ns += handling_ns;
+        self.window_cycles_sum += window_cycles as u128;
+        self.exits_total += 1;
+        self.exits >= self.epoch_exits
+    }
+
+    /// Close the epoch at the VM's CPU time `cpu_ns` (summed over its vCPUs) and return its
+    /// inefficiency.
+    pub(crate) fn end_epoch(&mut self, cpu_ns: u64) -> f64 {
+        let ran = cpu_ns.saturating_sub(self.cpu_at_start_ns).max(1);
+        let inefficiency = (self.spin_ns + self.handling_ns) as f64 / ran as f64;
+        self.epochs += 1;
+        self.inefficiency_sum += inefficiency;
+        (self.exits, self.spin_ns, self.handling_ns, self.cpu_at_start_ns) = (0, 0, 0, cpu_ns);
+        inefficiency
+    }
+}
+
+/// APLE's Algorithm 1 for one VM: which window this epoch tries, and the next desired window
+/// after each round of three.
+#[derive(Debug)]
+pub(crate) struct Aple {
+    cfg: ApleConfig,
+    desired: u64,
+    /// Which of the round's three windows this epoch tries (0: `Td`, 1: `Td + δ`, 2: `Td − δ`).
+    trial: usize,
+    tried: [(u64, f64); 3],
+}
+
+impl Aple {
+    pub(crate) fn new(cfg: ApleConfig) -> Self {
+        Aple { desired: cfg.initial_cycles, cfg, trial: 0, tried: [(0, 0.0); 3] }
+    }
+
+    /// The window of the VM in the current epoch.
+    pub(crate) fn window(&self) -> u64 {
+        let c = &self.cfg;
+        match self.trial {
+            0 => self.desired,
+            1 => (self.desired.saturating_add(c.step_cycles)).min(c.max_cycles),
+            _ => (self.desired.saturating_sub(c.step_cycles)).max(c.min_cycles),
+        }
+    }
+
+    /// An epoch with the current window ended with `inefficiency`: move to the next trial, and
+    /// after the third choose the least inefficient window as the desired one.
+    pub(crate) fn epoch_ended(&mut self, inefficiency: f64) {
+        self.tried[self.trial] = (self.window(), inefficiency);
+        self.trial += 1;
+        if self.trial == 3 {
+            let best = (1..3).fold(0, |b, i| if self.tried[i].1 < self.tried[b].1 { i } else { b });
+            self.desired = self.tried[best].0;
+            self.trial = 0;
+        }
     }
 }
 
@@ -55,6 +173,45 @@ mod tests {
         let cfg = PleConfig { shrink: 2, ..PleConfig::default() };
         assert_eq!(shrink(&cfg, 16384), 8192);
         assert_eq!(shrink(&cfg, 6000), 4096);
+    }
+
+    #[test]
+    fn aple_tries_the_desired_window_then_one_step_up_and_down_and_keeps_the_least_inefficient() {
+        let mut a = Aple::new(ApleConfig::default());
+        let mut windows = Vec::new();
+        for inefficiency in [0.10, 0.05, 0.20, /* round 2 from 9216 */ 0.10, 0.12, 0.09] {
+            windows.push(a.window());
+            a.epoch_ended(inefficiency);
+        }
+        assert_eq!(windows, [8192, 9216, 7168, 9216, 10240, 8192]);
+        assert_eq!(a.window(), 8192, "the third window of round 2 was the least inefficient");
+    }
+
+    #[test]
+    fn aple_stays_within_its_bounds_and_ties_keep_the_desired_window() {
+        let cfg = ApleConfig { initial_cycles: 4096, min_cycles: 4096, max_cycles: 4600, ..ApleConfig::default() };
+        let mut a = Aple::new(cfg);
+        let mut windows = Vec::new();
+        for _ in 0..3 {
+            windows.push(a.window());
+            a.epoch_ended(0.5);
+        }
+        assert_eq!(windows, [4096, 4600, 4096]);
+        assert_eq!(a.window(), 4096);
+    }
+
+    #[test]
+    fn an_epoch_charges_each_exit_its_window_and_its_handling_against_the_vms_cpu_time() {
+        let cfg = PleConfig { aple: Some(ApleConfig { epoch_exits: 2, ..ApleConfig::default() }), ..PleConfig::default() };
+        let mut e = PleEpochs::new(&cfg);
+        assert!(!e.record_exit(4096, 1707, 1000));
+        assert!(e.record_exit(8192, 3414, 1000));
+        let inefficiency = e.end_epoch(71_210);
+        assert!((inefficiency - 0.1).abs() < 1e-12, "{inefficiency}");
+        assert!(!e.record_exit(4096, 1000, 0));
+        assert!(e.record_exit(4096, 1000, 0));
+        assert!((e.end_epoch(71_210 + 20_000) - 0.1).abs() < 1e-12, "the second epoch counts only its own CPU time");
+        assert_eq!((e.epochs, e.exits_total, e.window_cycles_sum), (2, 4, 20480));
     }
 
     #[test]

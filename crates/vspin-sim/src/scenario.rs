@@ -63,9 +63,19 @@ macro_rules! named_values {
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618, "credit1" => Credit1 });
 named_values!(Credit1Yield { "stock" => Stock, "patched" => Patched });
-named_values!(DirectedYieldKind { "off" => Off, "kvm-3.5" => Kvm35, "kvm" => Kvm, "kvm-6.8" => Kvm68, "kvm-6.18" => Kvm618 });
+named_values!(DirectedYieldKind {
+    "off" => Off,
+    "kvm-3.5" => Kvm35,
+    "kvm" => Kvm,
+    "kvm-6.8" => Kvm68,
+    "kvm-6.18" => Kvm618,
+    "hvs" => Hvs,
+    "hvs-cpth-r" => HvsCpthR,
+    "hvs-cpth-l" => HvsCpthL,
+    "hvs-cch" => HvsCch,
+});
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
-named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm });
+named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm, "aple" => Aple });
 named_values!(LockKind {
     "tas" => Tas,
     "tas-yield" => TasYield,
@@ -376,12 +386,28 @@ pub enum DirectedYieldKind {
     /// records the loop offset, not the vCPU, as the last boosted one.
     #[serde(rename = "kvm-6.18")]
     Kvm618,
+    /// APPLES' Heuristic-based vCPU Scheduling (`directed_yield.rs`, the TPDS'17 seed §3.2) on
+    /// Linux 3.19: instead of the scan, the vCPU preempted at its slice's end most recently
+    /// (resource-waiters, newest first), then those that yielded from a PLE exit (lock-waiters,
+    /// oldest first), then those boosted before and preempted since ("yielded", oldest first).
+    Hvs,
+    /// HVS with resource-waiters oldest first (the seed's CPTH-R, Fig. 13).
+    HvsCpthR,
+    /// HVS with lock-waiters newest first (CPTH-L).
+    HvsCpthL,
+    /// HVS with lock-waiters before resource-waiters (CCH).
+    HvsCch,
 }
 
 impl DirectedYieldKind {
     /// KVM since 5.13: 6.8's candidate filters, and the kick hypercall's `kvm_sched_yield`.
     pub(crate) fn is_modern(self) -> bool {
         matches!(self, DirectedYieldKind::Kvm68 | DirectedYieldKind::Kvm618)
+    }
+
+    /// One of APPLES' ranked selections (HVS and its three variants).
+    pub(crate) fn is_hvs(self) -> bool {
+        matches!(self, DirectedYieldKind::Hvs | DirectedYieldKind::HvsCpthR | DirectedYieldKind::HvsCpthL | DirectedYieldKind::HvsCch)
     }
 }
 
@@ -399,6 +425,31 @@ pub struct PleConfig {
     pub max_cycles: u64,
     /// `ple_gap`: a longer stall between two PAUSEs starts a new loop, cycles.
     pub gap_cycles: u64,
+    /// APLE's settings; only with `policy = "aple"` (absent there: the seed's).
+    pub aple: Option<ApleConfig>,
+}
+
+/// APPLES' Adaptive Pause-Loop Exiting (`ple.rs`, the TPDS'17 seed §3.1, Algorithm 1). The
+/// defaults are the seed's evaluation settings (§4.2).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApleConfig {
+    /// `T0`: the desired window a VM starts with, cycles.
+    pub initial_cycles: u64,
+    /// `Tl`: the smallest window tried, cycles (KVM's default window).
+    pub min_cycles: u64,
+    /// `Tu`: the largest window tried, cycles.
+    pub max_cycles: u64,
+    /// `δ`: the step between the three windows of a round, cycles.
+    pub step_cycles: u64,
+    /// PLE exits of the VM per epoch, the unit over which inefficiency is measured.
+    pub epoch_exits: u32,
+}
+
+impl Default for ApleConfig {
+    fn default() -> Self {
+        ApleConfig { initial_cycles: 8192, min_cycles: 4096, max_cycles: 32768, step_cycles: 1024, epoch_exits: 1000 }
+    }
 }
 
 impl Default for PleConfig {
@@ -411,6 +462,7 @@ impl Default for PleConfig {
             shrink: 0,
             max_cycles: (i32::MAX / 2) as u64,
             gap_cycles: 128,
+            aple: None,
         }
     }
 }
@@ -425,6 +477,9 @@ pub enum PlePolicy {
     /// Stock KVM: grow on every PLE exit, shrink on sched-in (§4.3).
     #[default]
     Kvm,
+    /// APPLES' APLE: one window per VM, moved by `aple.step_cycles` towards whichever of three
+    /// windows tried one epoch each had the lowest inefficiency (`ple.rs`).
+    Aple,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -542,6 +597,7 @@ impl Scenario {
         let mut sc = Self::from_deserializer(de)?;
         let given: serde_json::Value = toml::from_str(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
         sc.tables_given_as_tables(&given)?;
+        sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
     }
@@ -552,6 +608,7 @@ impl Scenario {
         let mut sc = Self::from_deserializer(&mut de)?;
         let given: serde_json::Value = serde_json::from_str(text).map_err(|e| err("", e.to_string()))?;
         sc.tables_given_as_tables(&given)?;
+        sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
     }
@@ -697,7 +754,7 @@ impl Scenario {
             return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", c.pause_cycles)));
         }
         let ple = &self.hypervisor.ple;
-        if ple.policy != PlePolicy::Off {
+        if matches!(ple.policy, PlePolicy::Fixed | PlePolicy::Kvm) {
             if ple.window_cycles == 0 {
                 return Err(err("hypervisor.ple.window_cycles", "must be at least 1 when the policy is \"fixed\" or \"kvm\""));
             }
@@ -705,6 +762,7 @@ impl Scenario {
                 return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
             }
         }
+        self.validate_aple()?;
         self.validate_credit1()?;
         if self.hypervisor.halt_poll.max_ns as f64 > MAX_TIME_NS {
             let max = self.hypervisor.halt_poll.max_ns;
@@ -749,6 +807,51 @@ impl Scenario {
             }
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
+        }
+        Ok(())
+    }
+
+    /// APLE's settings only with its policy, and a round of three windows that fits its bounds.
+    fn validate_aple(&self) -> Result<(), ScenarioError> {
+        let ple = &self.hypervisor.ple;
+        if ple.policy != PlePolicy::Aple {
+            return match ple.aple {
+                Some(_) => Err(err("hypervisor.ple.aple", format!("applies only to policy = \"aple\", not {:?}", ple.policy.name()))),
+                None => Ok(()),
+            };
+        }
+        let a = ple.aple.clone().unwrap_or_default();
+        let at = |f: &str| format!("hypervisor.ple.aple.{f}");
+        if !APLE_WINDOW_CYCLES.contains(&a.min_cycles) {
+            return Err(err(at("min_cycles"), format!("{} is out of range; allowed {APLE_WINDOW_CYCLES:?} (a 32-bit VMCS field)", a.min_cycles)));
+        }
+        if !(a.min_cycles..=*APLE_WINDOW_CYCLES.end()).contains(&a.max_cycles) {
+            return Err(err(at("max_cycles"), format!("{} is out of range; allowed {}..={} (from min_cycles)", a.max_cycles, a.min_cycles, APLE_WINDOW_CYCLES.end())));
+        }
+        if !(a.min_cycles..=a.max_cycles).contains(&a.initial_cycles) {
+            return Err(err(at("initial_cycles"), format!("{} is out of range; allowed {}..={} (min_cycles to max_cycles)", a.initial_cycles, a.min_cycles, a.max_cycles)));
+        }
+        if !APLE_WINDOW_CYCLES.contains(&a.step_cycles) {
+            return Err(err(at("step_cycles"), format!("{} is out of range; allowed {APLE_WINDOW_CYCLES:?}", a.step_cycles)));
+        }
+        if !APLE_EPOCH_EXITS.contains(&a.epoch_exits) {
+            return Err(err(at("epoch_exits"), format!("{} is out of range; allowed {APLE_EPOCH_EXITS:?}", a.epoch_exits)));
+        }
+        Ok(())
+    }
+
+    /// Under APLE the window is the VM's, set by APLE alone: stock KVM's window keys are refused
+    /// rather than ignored (their defaults cannot be told from given values after parsing).
+    fn ple_settings(&self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        if self.hypervisor.ple.policy != PlePolicy::Aple {
+            return Ok(());
+        }
+        let ple = given.get("hypervisor").and_then(|h| h.get("ple"));
+        for key in ["window_cycles", "grow", "shrink", "max_cycles"] {
+            if ple.and_then(|p| p.get(key)).is_some() {
+                let msg = "is stock KVM's window setting, which policy = \"aple\" does not use; set [hypervisor.ple.aple] (initial_cycles, min_cycles, max_cycles, step_cycles, epoch_exits) instead";
+                return Err(err(format!("hypervisor.ple.{key}"), msg));
+            }
         }
         Ok(())
     }
@@ -803,8 +906,11 @@ impl Scenario {
         }
         match hv.and_then(|h| h.get("ple")).and_then(|p| p.get("policy")) {
             None => self.hypervisor.ple.policy = PlePolicy::Fixed,
-            Some(_) if self.hypervisor.ple.policy == PlePolicy::Kvm => {
-                let msg = "\"kvm\" (grow and shrink) is KVM's; allowed under scheduler = \"credit1\": \"fixed\" (Xen's, the default there) or \"off\"";
+            Some(_) if matches!(self.hypervisor.ple.policy, PlePolicy::Kvm | PlePolicy::Aple) => {
+                let msg = format!(
+                    "{:?} is a KVM window policy; allowed under scheduler = \"credit1\": \"fixed\" (Xen's, the default there) or \"off\"",
+                    self.hypervisor.ple.policy.name()
+                );
                 return Err(err("hypervisor.ple.policy", msg));
             }
             Some(_) => {}
@@ -943,6 +1049,10 @@ const TICK_HZ: RangeInclusive<u32> = 10..=10_000;
 /// `XEN_SYSCTL_SCHED_RATELIMIT_*`).
 const CREDIT1_TSLICE_MS: RangeInclusive<u32> = 1..=1000;
 const CREDIT1_RATELIMIT_US: RangeInclusive<u32> = 100..=500_000;
+/// APLE's windows and step: positive and within the VMCS's 32-bit `PLE_WINDOW` field.
+const APLE_WINDOW_CYCLES: RangeInclusive<u64> = 1..=u32::MAX as u64;
+/// PLE exits per APLE epoch (the seed's 1,000 among them).
+const APLE_EPOCH_EXITS: RangeInclusive<u32> = 1..=1_000_000;
 
 /// The allowed values of a whole-number field whose range is narrower than its type's, so that
 /// a value of the wrong type or sign is answered with the range `validate` enforces.

@@ -31,7 +31,7 @@
 use crate::engine::Event;
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
-use crate::vcpu::{Affinity, HostState, HostWork, After};
+use crate::vcpu::{Affinity, After, HostState, HostWork, HvsList};
 
 /// `sysctl_sched_migration_cost`: the cache-hot horizon, and Linux 3.19's `idle_balance` gate
 /// (ns).
@@ -184,6 +184,12 @@ impl Sim {
         vc.host = HostState::Runnable;
         vc.state_since = now;
         vc.preempted = true;
+        let boosted = std::mem::take(&mut vc.hvs_boosted);
+        vc.hvs_list = match (vc.in_spin_loop, boosted) {
+            (true, _) => HvsList::LockWaiter,
+            (false, true) => HvsList::Yielded,
+            (false, false) => HvsList::ResourceWaiter,
+        };
         self.on_preempted(v);
     }
 
@@ -210,7 +216,11 @@ impl Sim {
             vc.se.listed_at = now;
         }
         vc.se.prev_sum_exec = vc.se.sum_exec;
-        vc.set_ple_window(crate::ple::shrink(&ple, vc.ple_window), self.costs.clock_ghz);
+        let window = match &self.vms[vc.vm as usize].aple {
+            Some(aple) => aple.window(),
+            None => crate::ple::shrink(&ple, vc.ple_window),
+        };
+        vc.set_ple_window(window, self.costs.clock_ghz);
         vc.ple_spun_ns = 0;
         // A vCPU that yielded from `kvm_vcpu_on_spin` finishes that function only now.
         if std::mem::take(&mut vc.in_spin_loop) {

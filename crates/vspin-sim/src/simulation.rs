@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, Pinning, Scenario, SchedulerKind, VmConfig,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
@@ -108,6 +108,10 @@ pub(crate) struct Vm {
     pub work_units: u64,
     pub completed_at: Option<Time>,
     pub last_boosted: i64,
+    /// This VM's PLE epochs and their inefficiency (`ple.rs`), and its APLE window under
+    /// `policy = "aple"`.
+    pub ple_epochs: crate::ple::PleEpochs,
+    pub aple: Option<crate::ple::Aple>,
     /// How long this VM's lock acquisitions waited (`metrics`, `lock_waits`).
     pub lock_waits: WaitHistogram,
     /// The host's background threads (`scenario::Background`), not a guest: left out of results.
@@ -332,6 +336,8 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple),
+            aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple.clone().unwrap_or_default())),
             lock_waits: WaitHistogram::default(),
             host_threads: false,
         });
@@ -360,6 +366,8 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple),
+            aple: None,
             lock_waits: WaitHistogram::default(),
             host_threads: true,
         });
@@ -409,9 +417,11 @@ impl Sim {
             kicked: false,
             woken: false,
             in_spin_loop: false,
+            hvs_list: crate::vcpu::HvsList::ResourceWaiter,
+            hvs_boosted: false,
             dy_eligible: false,
-            ple_window: self.ple.window_cycles,
-            ple_window_ns: crate::vcpu::ple_window_ns(self.ple.window_cycles, self.costs.clock_ghz),
+            ple_window: crate::ple::initial_window(&self.ple),
+            ple_window_ns: crate::vcpu::ple_window_ns(crate::ple::initial_window(&self.ple), self.costs.clock_ghz),
             ple_spun_ns: 0,
             halt_poll_ns: 0,
             halt_started: None,
@@ -909,6 +919,7 @@ impl Sim {
             }
             totals.add(&counters);
             let span = vm.completed_at.unwrap_or(now).max(1);
+            let e = &vm.ple_epochs;
             vms.push(VmResult {
                 name: vm.name.clone(),
                 lock: vm.lock.to_string(),
@@ -920,6 +931,9 @@ impl Sim {
                 time,
                 counters,
                 lock_waits: vm.lock_waits.buckets(),
+                ple_epochs: e.epochs,
+                ple_inefficiency: (e.epochs > 0).then(|| e.inefficiency_sum / e.epochs as f64),
+                ple_window_mean_cycles: (e.exits_total > 0).then(|| e.window_cycles_sum as f64 / e.exits_total as f64),
             });
         }
         RunResult {

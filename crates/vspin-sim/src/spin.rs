@@ -123,9 +123,9 @@ impl Sim {
         self.continue_if_running(v);
     }
 
-    /// A PAUSE-loop exit: grow the window, look for a vCPU to yield to, pay the exit.
+    /// A PAUSE-loop exit: look for a vCPU to yield to, pay the exit, count it in the VM's
+    /// epoch, and set the window the vCPU re-enters with (grown, or APLE's).
     fn ple_exit(&mut self, v: u32) {
-        let ple = self.ple.clone();
         self.trace_instant(v, || "PLE exit".into());
         if self.credit1.is_some() {
             // Xen's `vmx_vmexit_handler`, `EXIT_REASON_PAUSE_INSTRUCTION`: `vcpu_yield()`, the
@@ -139,15 +139,41 @@ impl Sim {
         }
         let vc = &mut self.vcpus[v as usize];
         vc.counters.ple_exits += 1;
-        vc.set_ple_window(crate::ple::grow(&ple, vc.ple_window), self.costs.clock_ghz);
         vc.in_spin_loop = true;
+        let (window, window_ns) = (vc.ple_window, vc.ple_window_ns);
         let yielded = match self.directed_yield {
             DirectedYieldKind::Off => false,
+            kernel if kernel.is_hvs() => self.hvs_on_spin(v, kernel),
             kernel => self.kvm_vcpu_on_spin(v, kernel),
         };
         let c = &self.costs;
+        // Without a yield, no `schedule()` comes between the handler and the VM entry.
+        let handler = c.vm_exit + c.hypercall;
+        let handling = handler + if yielded { c.context_switch } else { c.vm_entry };
         self.vcpus[v as usize].host_work =
-            // Without a yield, no `schedule()` comes between the handler and the VM entry.
-            Some(HostWork { remaining: c.vm_exit + c.hypercall + if yielded { 0 } else { c.vm_entry }, after: After::PleDone { yielded } });
+            Some(HostWork { remaining: if yielded { handler } else { handler + c.vm_entry }, after: After::PleDone { yielded } });
+        let vm = self.vcpus[v as usize].vm as usize;
+        if self.vms[vm].ple_epochs.record_exit(window, window_ns, handling) {
+            let cpu_ns = self.vm_cpu_ns(vm);
+            let inefficiency = self.vms[vm].ple_epochs.end_epoch(cpu_ns);
+            if let Some(aple) = &mut self.vms[vm].aple {
+                aple.epoch_ended(inefficiency);
+            }
+        }
+        let next = match &self.vms[vm].aple {
+            Some(aple) => aple.window(),
+            None => crate::ple::grow(&self.ple, window),
+        };
+        self.vcpus[v as usize].set_ple_window(next, self.costs.clock_ghz);
+    }
+
+    /// The host CPU time the VM's vCPUs have had so far (`sum_exec_runtime`, the running ones
+    /// up to now).
+    fn vm_cpu_ns(&self, vm: usize) -> u64 {
+        let (first, n) = (self.vms[vm].first_vcpu as usize, self.vms[vm].vcpus as usize);
+        self.vcpus[first..first + n]
+            .iter()
+            .map(|vc| vc.se.sum_exec + if vc.host == HostState::Running { self.now - vc.se.exec_start } else { 0 })
+            .sum()
     }
 }

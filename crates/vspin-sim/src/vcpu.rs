@@ -141,6 +141,11 @@ pub(crate) struct Vcpu {
     /// while it is in its spin loop (`kvm_vcpu_eligible_for_directed_yield`); cleared with
     /// `in_spin_loop`.
     pub dy_eligible: bool,
+    /// HVS (`directed_yield.rs`): the list this vCPU joined when it was last descheduled while
+    /// runnable, and whether HVS boosted it since it last left a pCPU (the seed's "yielded"
+    /// mark).
+    pub hvs_list: HvsList,
+    pub hvs_boosted: bool,
     /// The PLE window in TSC cycles, and as nanoseconds of spinning, kept in step (by
     /// [`Vcpu::set_ple_window`], and [`ple_window_ns`] at construction): spin deadlines need the
     /// latter on the hottest path.
@@ -172,6 +177,18 @@ pub(crate) struct Vcpu {
     pub time: TimeBreakdown,
     pub counters: Counters,
     pub work_units: u64,
+}
+
+/// APPLES' HVS lists of descheduled, runnable vCPUs (the TPDS'17 seed §3.2–3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HvsList {
+    /// Preempted by the host scheduler (its slice ran out, or a woken thread preempted it).
+    ResourceWaiter,
+    /// Descheduled by its own PLE exit's yield.
+    LockWaiter,
+    /// Preempted after HVS boosted it: ranked last, so that a boosted vCPU whose vruntime
+    /// soon preempts it again is not picked over and over.
+    Yielded,
 }
 
 impl Vcpu {

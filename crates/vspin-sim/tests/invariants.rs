@@ -22,9 +22,9 @@ fn scenario() -> impl Strategy<Value = String> {
             "qspinlock",
             "pv-qspinlock",
             "pv-qspinlock-v4.2",
-        ]), prop::sample::select(vec!["off", "fixed", "kvm"])),
+        ]), prop::sample::select(vec!["off", "fixed", "kvm", "aple"])),
         (
-            prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8", "kvm-6.18"]),
+            prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8", "kvm-6.18", "hvs", "hvs-cpth-r", "hvs-cpth-l", "hvs-cch"]),
             1u32..=2,
             1u32..=3,
             prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18", "credit1"]),
@@ -41,12 +41,14 @@ fn scenario() -> impl Strategy<Value = String> {
             // Xen has its own knobs instead of KVM's and Linux's: the same draws pick them, and
             // short slices let a 15 ms run see several accountings.
             let hypervisor = if scheduler == "credit1" {
-                let ple = if ple == "kvm" { "fixed" } else { ple };
+                let ple = if ple == "kvm" || ple == "aple" { "fixed" } else { ple };
                 let yield_ = if balance == "periodic" { "patched" } else { "stock" };
                 let (tslice, ratelimit) = if poll == 0 { (2, 0) } else { (5, 1000) };
                 format!("ple = {{ policy = \"{ple}\" }}\ncredit1 = {{ yield = \"{yield_}\", tslice_ms = {tslice}, ratelimit_us = {ratelimit} }}\n")
             } else {
-                format!("ple = {{ policy = \"{ple}\" }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n")
+                // APLE's epochs shortened, so that a 15 ms run moves its window several times.
+                let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };
+                format!("ple = {{ policy = {ple} }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n")
             };
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\

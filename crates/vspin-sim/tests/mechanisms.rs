@@ -270,3 +270,39 @@ fn las_keeps_lock_holders_from_being_preempted_at_their_slice_end() {
     // Measured: 33.0k against 20.2k work units/s; 7 preempted holders without LAS.
     assert!(throughput(&las) > 1.3 * throughput(&xen), "{} vs {}", throughput(&las), throughput(&xen));
 }
+
+/// Two 8-vCPU ebizzy VMs pinned 1:1 on 8 pCPUs with host background threads, under `ple`.
+fn apples_host(ple: &str, directed_yield: &str) -> Scenario {
+    let mut text = format!(
+        "duration_ms = 300\n[host]\ncores_per_socket = 8\nclock_ghz = 2.4\nbackground = {{ interval_us = 10000, burst_us = 50 }}\n\
+         [hypervisor]\nple = {ple}\ndirected_yield = \"{directed_yield}\"\n"
+    );
+    for i in 0..2 {
+        text += &format!("[[vm]]\nname = \"vm{i}\"\nvcpus = 8\npin = \"1:1\"\nlock = \"ticket\"\nworkload = {{ preset = \"ebizzy\", threads_per_vcpu = 2 }}\n");
+    }
+    Scenario::from_toml(&text).expect("valid scenario")
+}
+
+#[test]
+fn aple_moves_each_vms_window_in_steps_within_its_bounds_once_per_epoch() {
+    let r = run(&apples_host("{ policy = \"aple\", aple = { epoch_exits = 100 } }", "kvm"));
+    for vm in &r.vms {
+        assert!(vm.ple_epochs >= 9, "{}: {} epochs", vm.name, vm.ple_epochs);
+        assert!(vm.ple_inefficiency.is_some_and(|i| i > 0.0));
+    }
+    for vc in &r.vcpus {
+        let w = vc.ple_window_cycles;
+        assert!((4096..=32768).contains(&w) && (w - 4096) % 1024 == 0, "vCPU {} of {}: window {w}", vc.vcpu, vc.vm);
+    }
+    let mean = r.vms[0].ple_window_mean_cycles.expect("exits");
+    assert!(mean != 8192.0, "the window never left T0");
+}
+
+#[test]
+fn every_policy_measures_its_ple_epochs_but_only_aple_acts_on_them() {
+    let stock = run(&apples_host("{ policy = \"kvm\" }", "kvm"));
+    let fixed = run(&apples_host("{ policy = \"fixed\", window_cycles = 16384 }", "hvs"));
+    assert!(stock.vms[0].ple_epochs > 0 && fixed.vms[0].ple_epochs > 0);
+    assert_eq!(fixed.vms[0].ple_window_mean_cycles, Some(16384.0));
+    assert!(fixed.vcpus.iter().all(|vc| vc.ple_window_cycles == 16384));
+}
