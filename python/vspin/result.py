@@ -82,6 +82,13 @@ class Result:
         for group in (counters[:6], counters[6:]):
             lines += _table(["VM", *(c.replace("_", " ") for c in group)],
                             [[vm["name"], *(f"{vm['counters'][c]:,}" for c in group)] for vm in r["vms"]])
+        exited = [vm for vm in r["vms"] if vm["ple_window_mean_cycles"] is not None]
+        if exited:
+            lines += ["", "PLE exits (epochs of the VM's exits; inefficiency = windows spun + exit handling, ÷ CPU time):"]
+            lines += _table(["VM", "epochs", "mean inefficiency", "mean window at exit"],
+                            [[vm["name"], f"{vm['ple_epochs']:,}",
+                              f"{vm['ple_inefficiency']:.3f}" if vm["ple_inefficiency"] is not None else "-",
+                              f"{vm['ple_window_mean_cycles']:,.0f} cycles"] for vm in exited])
         waited = [vm for vm in r["vms"] if vm["lock_waits"]]
         if waited:
             lines += ["", "lock waits, from lock() to acquisition (power-of-two buckets):"]
