@@ -5,7 +5,7 @@
 //! - `ple_exits`: Pause-Loop-Exiting VM exits.
 //! - `kicks`: `KVM_HC_KICK_CPU` hypercalls.
 //! - `spurious_wakeups`: returns from a PV-lock halt that no kick caused (an interrupt woke it).
-//! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin`, and (with
+//! - `directed_yields`: successful `yield_to` calls from `kvm_vcpu_on_spin` (or HVS's choice), and (with
 //!   `directed_yield = "kvm-6.8"` or `"kvm-6.18"`) from a kick's `kvm_sched_yield`.
 //! - `yields`: `SCHEDOP_yield` hypercalls (a guest lock's `yield_now`), and under
 //!   `scheduler = "credit1"` PLE exits, which Xen turns into the same yield.

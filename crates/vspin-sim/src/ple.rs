@@ -21,7 +21,8 @@
 //!
 //! What we decided where the seed is silent:
 //! - *Time handling PLE exits* is the host CPU time of each exit's handler: the VM exit, the
-//!   candidate search, and then the switch away (if it yielded) or the VM entry (if not). The
+//!   candidate search, and then the switch away (if it yielded; also in the rare case where the
+//!   pCPU has nothing else to run and `schedule()` keeps the yielder) or the VM entry. The
 //!   handler's wall time would include the time a yielder waits off its pCPU, which is not "the
 //!   overhead of vCPU switches" and would make the ratio exceed 1.
 //! - *Wasteful spinning* of an exit is the window it reached, in ns at the TSC rate (the seed's

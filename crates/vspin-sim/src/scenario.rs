@@ -825,11 +825,15 @@ impl Scenario {
         if !APLE_WINDOW_CYCLES.contains(&a.min_cycles) {
             return Err(err(at("min_cycles"), format!("{} is out of range; allowed {APLE_WINDOW_CYCLES:?} (a 32-bit VMCS field)", a.min_cycles)));
         }
+        // A bound the user did not set is its default: say so, since the message names it.
+        const DEFAULTS: &str = "unset, they are initial_cycles 8192, min_cycles 4096, max_cycles 32768";
         if !(a.min_cycles..=*APLE_WINDOW_CYCLES.end()).contains(&a.max_cycles) {
-            return Err(err(at("max_cycles"), format!("{} is out of range; allowed {}..={} (from min_cycles)", a.max_cycles, a.min_cycles, APLE_WINDOW_CYCLES.end())));
+            let msg = format!("{} is out of range; allowed {}..={} (from min_cycles; {DEFAULTS})", a.max_cycles, a.min_cycles, APLE_WINDOW_CYCLES.end());
+            return Err(err(at("max_cycles"), msg));
         }
         if !(a.min_cycles..=a.max_cycles).contains(&a.initial_cycles) {
-            return Err(err(at("initial_cycles"), format!("{} is out of range; allowed {}..={} (min_cycles to max_cycles)", a.initial_cycles, a.min_cycles, a.max_cycles)));
+            let msg = format!("{} is out of range; allowed {}..={} (min_cycles to max_cycles; {DEFAULTS})", a.initial_cycles, a.min_cycles, a.max_cycles);
+            return Err(err(at("initial_cycles"), msg));
         }
         if !APLE_WINDOW_CYCLES.contains(&a.step_cycles) {
             return Err(err(at("step_cycles"), format!("{} is out of range; allowed {APLE_WINDOW_CYCLES:?}", a.step_cycles)));
@@ -1057,6 +1061,9 @@ const APLE_EPOCH_EXITS: RangeInclusive<u32> = 1..=1_000_000;
 /// The allowed values of a whole-number field whose range is narrower than its type's, so that
 /// a value of the wrong type or sign is answered with the range `validate` enforces.
 fn whole_number_range(path: &str) -> Option<String> {
+    if let Some(field) = path.strip_prefix("hypervisor.ple.aple.") {
+        return Some(if field == "epoch_exits" { format!("{APLE_EPOCH_EXITS:?}") } else { format!("{APLE_WINDOW_CYCLES:?}") });
+    }
     Some(match path.rsplit('.').next()? {
         "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => format!("{TOPOLOGY_COUNT:?}"),
         "threads_per_vcpu" => format!("{THREADS_PER_VCPU:?}"),

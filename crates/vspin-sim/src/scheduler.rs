@@ -184,8 +184,10 @@ impl Sim {
         vc.host = HostState::Runnable;
         vc.state_since = now;
         vc.preempted = true;
+        // A lock-waiter is descheduled by its own PLE yield, when its exit handler has ended
+        // (`PleDone`); preempted inside the handler, it is the scheduler's doing.
         let boosted = std::mem::take(&mut vc.hvs_boosted);
-        vc.hvs_list = match (vc.in_spin_loop, boosted) {
+        vc.hvs_list = match (vc.in_spin_loop && vc.host_work.is_none(), boosted) {
             (true, _) => HvsList::LockWaiter,
             (false, true) => HvsList::Yielded,
             (false, false) => HvsList::ResourceWaiter,
