@@ -201,7 +201,6 @@ impl Sim {
         let now = self.now;
         let c = &self.costs;
         let (switch, wakeup, entry) = (c.context_switch, c.wakeup, c.vm_entry);
-        let ple = self.ple.clone();
         let since = self.vcpus[v as usize].state_since;
         self.trace_slice(v, "preempted", since, now);
         let idle_exit = self.pcpus[p as usize].idle.leave(now);
@@ -220,7 +219,7 @@ impl Sim {
         vc.se.prev_sum_exec = vc.se.sum_exec;
         let window = match &self.vms[vc.vm as usize].aple {
             Some(aple) => aple.window(),
-            None => crate::ple::shrink(&ple, vc.ple_window),
+            None => crate::ple::shrink(&self.ple, vc.ple_window),
         };
         vc.set_ple_window(window, self.costs.clock_ghz);
         vc.ple_spun_ns = 0;
