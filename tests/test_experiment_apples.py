@@ -15,7 +15,7 @@ def test_apples_quick_report_is_complete_and_deterministic(tmp_path):
     again = reproduce("apples", "quick", tmp_path / "b", workers=1)["apples"]
     assert first == again
     assert [f["id"] for f in first["figures"]] == ["fig6", "fig6.inefficiency", "fig10", "fig13", "fig14", "fig5", "overhead"]
-    assert len(first["checks"]) == 12
+    assert len(first["checks"]) == 13
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "apples" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "apples"
