@@ -159,6 +159,11 @@ impl Sim {
             if let Some(aple) = &mut self.vms[vm].aple {
                 aple.epoch_ended(inefficiency);
             }
+            let (epoch, next) = (self.vms[vm].ple_epochs.epochs, self.vms[vm].aple.as_ref().map(|a| a.window()));
+            self.trace_instant(v, || match next {
+                Some(w) => format!("PLE epoch {epoch}: inefficiency {inefficiency:.3}; APLE window {w}"),
+                None => format!("PLE epoch {epoch}: inefficiency {inefficiency:.3}"),
+            });
         }
         let next = match &self.vms[vm].aple {
             Some(aple) => aple.window(),

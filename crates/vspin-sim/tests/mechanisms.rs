@@ -306,3 +306,12 @@ fn every_policy_measures_its_ple_epochs_but_only_aple_acts_on_them() {
     assert_eq!(fixed.vms[0].ple_window_mean_cycles, Some(16384.0));
     assert!(fixed.vcpus.iter().all(|vc| vc.ple_window_cycles == 16384));
 }
+
+#[test]
+fn the_timeline_marks_each_ple_epoch_with_its_inefficiency_and_aples_next_window() {
+    let sc = apples_host("{ policy = \"aple\", aple = { epoch_exits = 100 } }", "hvs");
+    let (r, trace) = vspin_sim::run_with_timeline(&sc, 0, 300_000_000).expect("no invariant violated");
+    let marked = trace.matches("PLE epoch ").count() as u64;
+    assert_eq!(marked, r.vms.iter().map(|vm| vm.ple_epochs).sum::<u64>());
+    assert!(trace.contains("; APLE window "));
+}
