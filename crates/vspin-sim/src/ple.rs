@@ -35,7 +35,7 @@ use crate::scenario::{ApleConfig, PleConfig, PlePolicy};
 /// The window every vCPU starts with.
 pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
     match cfg.policy {
-        PlePolicy::Aple => cfg.aple.clone().unwrap_or_default().initial_cycles,
+        PlePolicy::Aple => cfg.aple_settings().initial_cycles,
         PlePolicy::Kvm | PlePolicy::Fixed | PlePolicy::Off => cfg.window_cycles,
     }
 }
@@ -88,7 +88,7 @@ pub(crate) struct PleEpochs {
 
 impl PleEpochs {
     pub(crate) fn new(cfg: &PleConfig) -> Self {
-        let epoch_exits = cfg.aple.clone().unwrap_or_default().epoch_exits;
+        let epoch_exits = cfg.aple_settings().epoch_exits;
         PleEpochs { epoch_exits, exits: 0, spin_ns: 0, handling_ns: 0, cpu_at_start_ns: 0, epochs: 0, inefficiency_sum: 0.0, window_cycles_sum: 0, exits_total: 0 }
     }
 
@@ -121,20 +121,25 @@ impl PleEpochs {
 pub(crate) struct Aple {
     cfg: ApleConfig,
     desired: u64,
-    /// Which of the round's three windows this epoch tries (0: `Td`, 1: `Td + δ`, 2: `Td − δ`).
+    /// Which of the round's three windows this epoch tries (0: `Td`, 1: `Td + δ`, 2: `Td − δ`),
+    /// and the inefficiency each trial of the round measured.
     trial: usize,
-    tried: [(u64, f64); 3],
+    inefficiencies: [f64; 3],
 }
 
 impl Aple {
     pub(crate) fn new(cfg: ApleConfig) -> Self {
-        Aple { desired: cfg.initial_cycles, cfg, trial: 0, tried: [(0, 0.0); 3] }
+        Aple { desired: cfg.initial_cycles, cfg, trial: 0, inefficiencies: [0.0; 3] }
     }
 
     /// The window of the VM in the current epoch.
     pub(crate) fn window(&self) -> u64 {
+        self.trial_window(self.trial)
+    }
+
+    fn trial_window(&self, trial: usize) -> u64 {
         let c = &self.cfg;
-        match self.trial {
+        match trial {
             0 => self.desired,
             1 => (self.desired.saturating_add(c.step_cycles)).min(c.max_cycles),
             _ => (self.desired.saturating_sub(c.step_cycles)).max(c.min_cycles),
@@ -144,11 +149,11 @@ impl Aple {
     /// An epoch with the current window ended with `inefficiency`: move to the next trial, and
     /// after the third choose the least inefficient window as the desired one.
     pub(crate) fn epoch_ended(&mut self, inefficiency: f64) {
-        self.tried[self.trial] = (self.window(), inefficiency);
+        self.inefficiencies[self.trial] = inefficiency;
         self.trial += 1;
         if self.trial == 3 {
-            let best = (1..3).fold(0, |b, i| if self.tried[i].1 < self.tried[b].1 { i } else { b });
-            self.desired = self.tried[best].0;
+            let best = (1..3).fold(0, |b, i| if self.inefficiencies[i] < self.inefficiencies[b] { i } else { b });
+            self.desired = self.trial_window(best);
             self.trial = 0;
         }
     }

@@ -467,6 +467,13 @@ impl Default for PleConfig {
     }
 }
 
+impl PleConfig {
+    /// APLE's settings: the given ones, else the seed's.
+    pub fn aple_settings(&self) -> ApleConfig {
+        self.aple.clone().unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlePolicy {
@@ -820,7 +827,7 @@ impl Scenario {
                 None => Ok(()),
             };
         }
-        let a = ple.aple.clone().unwrap_or_default();
+        let a = ple.aple_settings();
         let at = |f: &str| format!("hypervisor.ple.aple.{f}");
         if !APLE_WINDOW_CYCLES.contains(&a.min_cycles) {
             return Err(err(at("min_cycles"), format!("{} is out of range; allowed {APLE_WINDOW_CYCLES:?} (a 32-bit VMCS field)", a.min_cycles)));

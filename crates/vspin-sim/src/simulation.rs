@@ -337,7 +337,7 @@ impl Sim {
             completed_at: None,
             last_boosted: 0,
             ple_epochs: crate::ple::PleEpochs::new(&self.ple),
-            aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple.clone().unwrap_or_default())),
+            aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple_settings())),
             lock_waits: WaitHistogram::default(),
             host_threads: false,
         });
