@@ -22,6 +22,18 @@ def test_lock_waits_count_every_acquisition_once(small):
     assert "lock_waits" not in r.vms.columns
 
 
+def test_ple_epochs_are_traced_only_when_the_scenario_asks(examples):
+    path = examples / "apples.toml"
+    with pytest.raises(ValueError, match=r"record\.ple_epochs = true"):
+        vspin.run(path, duration_ms=20).ple_epoch_trace
+    r = vspin.run(path, {"record.ple_epochs": True}, duration_ms=60)
+    trace = r.ple_epoch_trace
+    assert list(trace.columns) == ["vm", "epoch", "end_ms", "window_cycles", "inefficiency"]
+    assert trace.groupby("vm").size().to_dict() == dict(zip(r.vms["name"], r.vms["ple_epochs"]))
+    assert trace.groupby("vm")["end_ms"].is_monotonic_increasing.all()
+    assert "ple_epoch_trace" not in r.vms.columns
+
+
 def test_summary_reports_how_long_acquisitions_waited(small):
     text = vspin.run(small).summary()
     assert "lock waits, from lock() to acquisition" in text

@@ -10,7 +10,7 @@ TIME_KINDS = ("useful", "spin", "exit", "halted", "waiting", "finished")
 
 
 def _flatten(row: dict) -> dict:
-    flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits")}
+    flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits", "ple_epoch_trace")}
     flat.update({f"time_{k}": v for k, v in row["time"].items()})
     flat.update(row["counters"])
     return flat
@@ -42,6 +42,18 @@ class Result:
         acquisition), and the waiting time they add up to. Empty buckets are left out."""
         rows = [{"vm": vm["name"], **b} for vm in self.raw["vms"] for b in vm["lock_waits"]]
         return pd.DataFrame(rows, columns=["vm", "from_ns", "to_ns", "acquisitions", "wait_ns"])
+
+    @property
+    def ple_epoch_trace(self) -> pd.DataFrame:
+        """One row per VM and PLE epoch, in order: when it ended (``end_ms``), the mean window of
+        the VM's vCPUs then (``window_cycles``) and its ``inefficiency``. Recorded only when the
+        scenario asks (``[record] ple_epochs = true``): the trace grows with the run."""
+        if any(vm["ple_epoch_trace"] is None for vm in self.raw["vms"]):
+            raise ValueError("this run did not record its PLE epochs: set record.ple_epochs = true in the scenario "
+                             "(--set record.ple_epochs=true)")
+        rows = [{"vm": vm["name"], "epoch": i + 1, **e}
+                for vm in self.raw["vms"] for i, e in enumerate(vm["ple_epoch_trace"])]
+        return pd.DataFrame(rows, columns=["vm", "epoch", "end_ms", "window_cycles", "inefficiency"])
 
     @property
     def totals(self) -> dict:

@@ -179,6 +179,22 @@ pub struct VmResult {
     pub ple_inefficiency: Option<f64>,
     /// The mean window its PLE exits reached, cycles (`None` without exits or under credit1).
     pub ple_window_mean_cycles: Option<f64>,
+    /// Every PLE epoch in order, if the scenario asked for them (`[record] ple_epochs`).
+    pub ple_epoch_trace: Option<Vec<PleEpoch>>,
+}
+
+/// One PLE epoch of a VM, as it ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct PleEpoch {
+    /// Simulated time at the epoch's last exit.
+    pub end_ms: f64,
+    /// The mean of the VM's vCPUs' windows at that moment, cycles: what APPLES' footnote 5
+    /// plots for stock KVM and APLE alike ("the average spinning threshold of all the VCPU in a
+    /// VM for each epoch"). Under APLE a vCPU takes a new window at its next exit or switch-in,
+    /// so the mean lags the VM's window by those that have not yet.
+    pub window_cycles: f64,
+    /// (windows spun + exit handling) ÷ the VM's CPU time over the epoch.
+    pub inefficiency: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

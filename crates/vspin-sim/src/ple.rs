@@ -30,6 +30,7 @@
 //! - A new window reaches a vCPU at its next PLE exit or its next switch-in (KVM writes
 //!   `PLE_WINDOW` into a vCPU's VMCS before that vCPU's next entry; another vCPU's VMCS cannot
 //!   be written while it runs). Ties between epochs keep the earlier one: `Td` first.
+use crate::metrics::PleEpoch;
 use crate::scenario::{ApleConfig, PleConfig, PlePolicy};
 
 /// The window every vCPU starts with.
@@ -84,12 +85,15 @@ pub(crate) struct PleEpochs {
     /// Every exit's window, summed, and the exits: the mean window an exit reached.
     pub window_cycles_sum: u128,
     pub exits_total: u64,
+    /// Each epoch as it ended, when the scenario asks for them (`[record] ple_epochs`).
+    pub trace: Option<Vec<PleEpoch>>,
 }
 
 impl PleEpochs {
-    pub(crate) fn new(cfg: &PleConfig) -> Self {
+    pub(crate) fn new(cfg: &PleConfig, record: bool) -> Self {
         let epoch_exits = cfg.aple_settings().epoch_exits;
-        PleEpochs { epoch_exits, exits: 0, spin_ns: 0, handling_ns: 0, cpu_at_start_ns: 0, epochs: 0, inefficiency_sum: 0.0, window_cycles_sum: 0, exits_total: 0 }
+        let trace = record.then(Vec::new);
+        PleEpochs { epoch_exits, exits: 0, spin_ns: 0, handling_ns: 0, cpu_at_start_ns: 0, epochs: 0, inefficiency_sum: 0.0, window_cycles_sum: 0, exits_total: 0, trace }
     }
 
     /// Count an exit that spun a window of `window_cycles` (`window_ns`) and whose handler ran
@@ -112,6 +116,18 @@ impl PleEpochs {
         self.inefficiency_sum += inefficiency;
         (self.exits, self.spin_ns, self.handling_ns, self.cpu_at_start_ns) = (0, 0, 0, cpu_ns);
         inefficiency
+    }
+
+    /// Whether the scenario asked for each epoch (`[record] ple_epochs`).
+    pub(crate) fn records(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Keep an epoch that just ended, if the scenario asked for them.
+    pub(crate) fn record(&mut self, epoch: PleEpoch) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(epoch);
+        }
     }
 }
 
@@ -209,7 +225,7 @@ mod tests {
     #[test]
     fn an_epoch_charges_each_exit_its_window_and_its_handling_against_the_vms_cpu_time() {
         let cfg = PleConfig { aple: Some(ApleConfig { epoch_exits: 2, ..ApleConfig::default() }), ..PleConfig::default() };
-        let mut e = PleEpochs::new(&cfg);
+        let mut e = PleEpochs::new(&cfg, false);
         assert!(!e.record_exit(4096, 1707, 1000));
         assert!(e.record_exit(8192, 3414, 1000));
         let inefficiency = e.end_epoch(71_210);

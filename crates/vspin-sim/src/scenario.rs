@@ -123,6 +123,20 @@ pub struct Scenario {
     pub hypervisor: HypervisorConfig,
     #[serde(rename = "vm")]
     pub vms: Vec<VmConfig>,
+    /// What the run records beyond the standard results (off by default: each grows with the
+    /// simulated time).
+    #[serde(default)]
+    pub record: RecordConfig,
+}
+
+/// Optional records of a run (`[record]`). Each is a time series whose length grows with the
+/// run, so none is on by default; the standard results stay bounded in size.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecordConfig {
+    /// Every PLE epoch of every VM: when it ended, its inefficiency and the mean window of the
+    /// VM's vCPUs (the trace of APPLES' Figs. 11 and 12; `VmResult::ple_epoch_trace`).
+    pub ple_epochs: bool,
 }
 
 fn default_name() -> String {

@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, VmConfig,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
@@ -127,6 +127,8 @@ pub struct Sim {
     pub(crate) mem: Memory,
     pub(crate) costs: Costs,
     pub(crate) ple: PleConfig,
+    /// The optional records the scenario asked for.
+    pub(crate) record: RecordConfig,
     pub(crate) halt_poll: HaltPollConfig,
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
@@ -257,6 +259,7 @@ impl Sim {
             mem,
             costs: Costs::of(sc),
             ple: sc.hypervisor.ple.clone(),
+            record: sc.record.clone(),
             halt_poll: sc.hypervisor.halt_poll.clone(),
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
@@ -336,7 +339,7 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
-            ple_epochs: crate::ple::PleEpochs::new(&self.ple),
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple, self.record.ple_epochs),
             aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple_settings())),
             lock_waits: WaitHistogram::default(),
             host_threads: false,
@@ -366,7 +369,7 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
-            ple_epochs: crate::ple::PleEpochs::new(&self.ple),
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple, self.record.ple_epochs),
             aple: None,
             lock_waits: WaitHistogram::default(),
             host_threads: true,
@@ -934,6 +937,7 @@ impl Sim {
                 ple_epochs: e.epochs,
                 ple_inefficiency: (e.epochs > 0).then(|| e.inefficiency_sum / e.epochs as f64),
                 ple_window_mean_cycles: (e.exits_total > 0).then(|| e.window_cycles_sum as f64 / e.exits_total as f64),
+                ple_epoch_trace: e.trace.clone(),
             });
         }
         RunResult {

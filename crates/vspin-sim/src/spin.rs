@@ -12,6 +12,7 @@
 use crate::engine::{Event, Time};
 use crate::guest::Response;
 use crate::memory::{Access, SimWord};
+use crate::metrics::PleEpoch;
 use crate::scenario::{DirectedYieldKind, PlePolicy};
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HostState, HostWork};
@@ -156,6 +157,10 @@ impl Sim {
         if self.vms[vm].ple_epochs.record_exit(window, window_ns, handling) {
             let cpu_ns = self.vm_cpu_ns(vm);
             let inefficiency = self.vms[vm].ple_epochs.end_epoch(cpu_ns);
+            if self.vms[vm].ple_epochs.records() {
+                let window_cycles = self.vm_mean_ple_window(vm);
+                self.vms[vm].ple_epochs.record(PleEpoch { end_ms: self.now as f64 / 1e6, window_cycles, inefficiency });
+            }
             if let Some(aple) = &mut self.vms[vm].aple {
                 aple.epoch_ended(inefficiency);
             }
@@ -170,6 +175,12 @@ impl Sim {
             None => crate::ple::grow(&self.ple, window),
         };
         self.vcpus[v as usize].set_ple_window(next, self.costs.clock_ghz);
+    }
+
+    /// The mean of the VM's vCPUs' current PLE windows, cycles.
+    fn vm_mean_ple_window(&self, vm: usize) -> f64 {
+        let (first, n) = (self.vms[vm].first_vcpu as usize, self.vms[vm].vcpus as usize);
+        self.vcpus[first..first + n].iter().map(|vc| vc.ple_window as f64).sum::<f64>() / n as f64
     }
 
     /// The host CPU time the VM's vCPUs have had so far (`sum_exec_runtime`, the running ones

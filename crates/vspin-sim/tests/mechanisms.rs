@@ -308,6 +308,27 @@ fn every_policy_measures_its_ple_epochs_but_only_aple_acts_on_them() {
 }
 
 #[test]
+fn recording_ple_epochs_keeps_each_epoch_in_order_and_changes_nothing_else() {
+    let plain = apples_host("{ policy = \"aple\", aple = { epoch_exits = 100 } }", "kvm");
+    let mut recorded = plain.clone();
+    recorded.record.ple_epochs = true;
+    let (without, mut with) = (run(&plain), run(&recorded));
+    assert!(without.vms.iter().all(|vm| vm.ple_epoch_trace.is_none()));
+    for vm in &with.vms {
+        let trace = vm.ple_epoch_trace.as_ref().expect("recorded");
+        assert_eq!(trace.len() as u64, vm.ple_epochs, "{}", vm.name);
+        assert!(trace.windows(2).all(|w| w[0].end_ms < w[1].end_ms), "{}: epochs in order", vm.name);
+        assert!(trace.iter().all(|e| (4096.0..=32768.0).contains(&e.window_cycles)), "{}: windows within APLE's bounds", vm.name);
+        let mean = trace.iter().map(|e| e.inefficiency).sum::<f64>() / trace.len() as f64;
+        assert!((mean - vm.ple_inefficiency.expect("epochs")).abs() < 1e-9, "{}: the trace adds up to the mean", vm.name);
+    }
+    for vm in &mut with.vms {
+        vm.ple_epoch_trace = None;
+    }
+    assert_eq!(serde_json::to_string(&with).unwrap(), serde_json::to_string(&without).unwrap(), "recording changed the run");
+}
+
+#[test]
 fn the_timeline_marks_each_ple_epoch_with_its_inefficiency_and_aples_next_window() {
     let sc = apples_host("{ policy = \"aple\", aple = { epoch_exits = 100 } }", "hvs");
     let (r, trace) = vspin_sim::run_with_timeline(&sc, 0, 300_000_000).expect("no invariant violated");
