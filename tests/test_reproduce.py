@@ -74,7 +74,7 @@ def test_results_json_has_the_documented_schema(toys, tmp_path):
     assert list(doc) == ["experiment", "scale", "figures", "checks"]
     assert (doc["experiment"], doc["scale"]) == ("toy", "quick")
     fig1, fig2 = doc["figures"]
-    assert list(fig1) == ["id", "title", "metric", "x_label", "y_label", "kind", "note", "series", "paper"]
+    assert list(fig1) == ["id", "title", "metric", "x_label", "y_label", "kind", "y_scale", "note", "series", "paper"]
     assert (fig1["kind"], fig2["kind"]) == ("line", "bar")
     assert list(fig1["series"][0]) == ["config", "x", "y"]  # no yerr key when there is none
     assert fig2["series"][0]["yerr"] == [1.0, 1.0, 1.0]

@@ -17,7 +17,10 @@ The seed's setup, as we model it:
 - configurations: ``PLE off``; ``stock KVM``; ``APLE`` (``ple.policy = "aple"``, T0 8192, Tl 4096,
   Tu 32768, δ 1024, epochs of 1,000 exits); ``HVS`` (``directed_yield = "hvs"``); ``APPLES``
   (both); fixed windows of 512-32768 cycles under stock KVM's directed yield; HVS's three variants
-  with the stock and the APLE window, on every benchmark.
+  with the stock and the APLE window, on every benchmark; stock KVM, APLE, APPLES and the fixed
+  windows again with four VMs (Fig. 9, 64 vCPUs on the 16 cores);
+- Figs. 11 and 12 trace one run each (ebizzy, stock KVM and APLE, the first seed) epoch by epoch
+  (``[record] ple_epochs``), in bins of ``TRACE_BIN`` epochs.
 
 Performance is the VMs' mean throughput, relative to stock KVM, as the seed normalises. Checks
 encode the seed's claims (direction and rough factor), never its exact values.
@@ -52,10 +55,15 @@ PAPER_VARIANTS = {"stock window": {"HVS": 1.08, "CPTH-R": 1.05, "CPTH-L": 0.97, 
 SCALE = {"quick": {"seeds": (1, 2), "duration_ms": 300}, "full": {"seeds": (1, 2, 3, 4, 5), "duration_ms": 1000}}
 
 
+# The runs whose PLE epochs are recorded one by one (Figs. 11 and 12: ebizzy, two VMs).
+TRACED = {("ebizzy", "kvm", "kvm", 2), ("ebizzy", "aple", "kvm", 2)}
+TRACE_BIN = 10  # epochs averaged into one point of Figs. 11 and 12
+
+
 def scenario(bench: str, ple: str | int, directed_yield: str, vms: int, duration_ms: int, seed: int) -> dict:
     """``ple``: a policy name, or a fixed window in cycles."""
     policy = {"policy": "fixed", "window_cycles": ple} if isinstance(ple, int) else {"policy": ple}
-    return {
+    sc = {
         "name": f"apples-{bench}-{ple}-{directed_yield}-{vms}vm",
         "seed": seed,
         "duration_ms": duration_ms,
@@ -64,6 +72,19 @@ def scenario(bench: str, ple: str | int, directed_yield: str, vms: int, duration
         "vm": [{"name": f"vm{i}", "vcpus": 16, "pin": "1:1", "lock": "ticket",
                 "workload": {"preset": bench, "threads_per_vcpu": 2}} for i in range(vms)],
     }
+    if (bench, ple, directed_yield, vms) in TRACED:
+        sc["record"] = {"ple_epochs": True}
+    return sc
+
+
+def binned_trace(epochs: list[dict], size: int = TRACE_BIN) -> tuple[list[int], list[float]]:
+    """A VM's epochs in bins of ``size``: the last epoch of each bin, and the bin's mean window
+    (a last, partial bin is left out)."""
+    xs, ys = [], []
+    for end in range(size, len(epochs) + 1, size):
+        xs.append(end)
+        ys.append(statistics.fmean(e["window_cycles"] for e in epochs[end - size:end]))
+    return xs, ys
 
 
 class Apples(Experiment):
@@ -80,6 +101,9 @@ class Apples(Experiment):
         points += [(b, w, "kvm", 2) for b in BENCHMARKS for w in FIXED_WINDOWS]
         points += [(b, ple, v, 2) for b in BENCHMARKS for ple in ("kvm", "aple") for v in VARIANTS.values() if v != "hvs"]
         points += [(b, *CONFIGS[c], 1) for b in ("ebizzy", "kernbench") for c in ("PLE off", "stock KVM", "APPLES")]
+        # Fig. 9: four VMs, the seed's whole host (64 vCPUs on 16 cores).
+        points += [(b, *CONFIGS[c], 4) for b in BENCHMARKS for c in ("stock KVM", "APLE", "APPLES")]
+        points += [(b, w, "kvm", 4) for b in BENCHMARKS for w in FIXED_WINDOWS]
         keys = [(*p, s) for p in points for s in seeds]
         runs = dict(zip(keys, runner.run_many([scenario(*k[:4], duration, k[4]) for k in keys])))
 
@@ -165,6 +189,41 @@ class Apples(Experiment):
                   "fewer PLE exits, so fewer epochs; about 900 against 1,600 over a run)"),
         ]
 
+        # Figs. 11 and 12 as the seed draws them: the mean window of each VM's vCPUs at the end of
+        # each epoch (its footnote 5), over the run of the first seed.
+        level = {"stock KVM": 4200, "APLE": 12000}
+        traces = {}
+        for fig_id, c in (("fig11", "stock KVM"), ("fig12", "APLE")):
+            raw = runs[("ebizzy", *CONFIGS[c], 2, seeds[0])].raw
+            traces[c] = [e["window_cycles"] for vm in raw["vms"] for e in vm["ple_epoch_trace"]]
+            binned = {vm["name"]: binned_trace(vm["ple_epoch_trace"]) for vm in raw["vms"]}
+            counts = ", ".join(f"{vm['name']} {vm['ple_epochs']:,}" for vm in raw["vms"])
+            last = max((xs[-1] for xs, _ in binned.values() if xs), default=TRACE_BIN)
+            figures.append(Figure(
+                id=fig_id, title=f"ebizzy, two VMs: the window {c} sets, epoch by epoch", metric="window",
+                x_label="PLE epoch (1,000 exits of the VM)", y_label="mean window of the VM's vCPUs (cycles)",
+                series=[Series(name, xs, ys) for name, (xs, ys) in binned.items()],
+                paper=[Series("level the seed reports", [TRACE_BIN, last], [level[c]] * 2)],
+                y_scale="log" if c == "stock KVM" else "linear",
+                note=f"Seed {seeds[0]}, {duration} ms simulated; each point is the mean of {TRACE_BIN} epochs. The "
+                "window of an epoch is the mean of the VM's vCPUs' windows when it ends, as the seed collects it "
+                f"(its footnote 5). Epochs per VM: {counts}. "
+                "The seed: stock KVM's window sticks around 4,200 cycles; APLE's changes steadily around 12,000; "
+                "about 1,600 and 900 epochs over an ebizzy run."
+                + (" Stock KVM doubles a vCPU's window at each exit until the vCPU is scheduled in again, so a vCPU "
+                   "whose yields keep failing reaches millions of cycles: the axis is logarithmic." if c == "stock KVM" else "")))
+        near_base = sum(w < 2 * 4096 for w in traces["stock KVM"]) / max(len(traces["stock KVM"]), 1)
+        aple_span = (max(traces["APLE"]) - min(traces["APLE"])) if traces["APLE"] else 0.0
+        checks += [
+            Check("fig11.stock_window_sticks_near_the_base", "fig11", near_base >= 0.9,
+                  f"stock KVM, epochs whose mean vCPU window is below 8,192 cycles: {100 * near_base:.0f}% of "
+                  f"{len(traces['stock KVM'])} (claim: it sticks around 4,200; at least 90% below twice the base)"),
+            Check("fig12.aple_window_moves", "fig12", aple_span >= 2 * 1024,
+                  f"APLE, range of the epochs' mean vCPU windows: {min(traces['APLE'], default=0):,.0f}-"
+                  f"{max(traces['APLE'], default=0):,.0f} cycles over {len(traces['APLE'])} epochs (claim: it changes "
+                  "steadily; at least two steps of 1,024 apart)"),
+        ]
+
         # Figs. 1 and 10: a fixed window, swept; stock KVM and APLE beside it.
         fixed_perf = [rel("ebizzy", ("ebizzy", w, "kvm", 2)) for w in FIXED_WINDOWS]
         fixed_ineff = [mean(("ebizzy", w, "kvm", 2), inefficiency) for w in FIXED_WINDOWS]
@@ -223,6 +282,39 @@ class Apples(Experiment):
             Check("fig8.stock_kvm_below_the_worst_fixed_window_on_kernbench", "fig8", fig8["worst fixed"][kb] > 1.0,
                   f"kernbench, worst fixed window ÷ stock KVM: {fig8['worst fixed'][kb]:.2f} (claim: stock KVM's "
                   "growing and shrinking windows do worse than every fixed one on kernbench, raytrace and streamcluster)"),
+        ]
+
+        # Fig. 9: four VMs. The seed: stock KVM, the best fixed window and APLE lie much closer
+        # together than with two, but a wrong window still costs a lot (dbench: 19% -> 35%).
+        sweep4 = {b: [rel(b, (b, w, "kvm", 4), vms=4) for w in FIXED_WINDOWS] for b in BENCHMARKS}
+        fig9 = {"worst fixed": [min(sweep4[b]) for b in BENCHMARKS], "best fixed": [max(sweep4[b]) for b in BENCHMARKS],
+                "stock KVM": [1.0] * len(BENCHMARKS),
+                "APLE": [rel(b, (b, *CONFIGS["APLE"], 4), vms=4) for b in BENCHMARKS],
+                "APPLES": [rel(b, (b, *CONFIGS["APPLES"], 4), vms=4) for b in BENCHMARKS]}
+        figures.append(Figure(
+            id="fig9", title="Four VMs: stock KVM, APLE and APPLES against the best and worst fixed window",
+            metric="speedup", x_label="benchmark", y_label="performance ÷ stock KVM",
+            series=[Series(c, list(BENCHMARKS), ys) for c, ys in fig9.items()], paper=[], kind="bar",
+            note=note.replace("2 VMs", "4 VMs") + " Best window per benchmark: " + ", ".join(
+                f"{b} {FIXED_WINDOWS[sweep4[b].index(max(sweep4[b]))]}" for b in BENCHMARKS) + ". The seed gives no "
+            "numbers for Fig. 9 but one: dbench's best fixed window is 35% above its worst with four VMs (19% with "
+            "two); dbench has no preset here."))
+
+        def spread(stock, best, aple):
+            """How far apart stock KVM, the best fixed window and APLE lie, per benchmark, averaged."""
+            return statistics.fmean(max(t) - min(t) for t in zip(stock, best, aple))
+
+        spread2 = spread(fig8["stock KVM"], fig8["best fixed"], fig8["APLE"])
+        spread4 = spread(fig9["stock KVM"], fig9["best fixed"], fig9["APLE"])
+        cost4 = statistics.fmean(1 - lo / hi for lo, hi in zip(fig9["worst fixed"], fig9["best fixed"]))
+        checks += [
+            Check("fig9.stock_best_and_aple_closer_with_four_vms", "fig9", spread4 <= 0.75 * spread2,
+                  f"mean spread of stock KVM, best fixed window and APLE: {spread2:.2f} with two VMs, {spread4:.2f} "
+                  "with four (claim: much smaller with four; at most three quarters)"),
+            Check("fig9.a_wrong_window_still_costs_over_10pct", "fig9", cost4 >= 0.10,
+                  f"worst fixed window below the best with four VMs, mean over the benchmarks: {100 * cost4:.0f}% "
+                  f"({100 * cost:.0f}% with two) (claim: an inadequate window still costs significantly; dbench 35%; "
+                  "at least 10%)"),
         ]
 
         # Figs. 13 and 14: HVS against its variants, with the stock and the APLE window, on every

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vspin.reproduce.runner import Runner
 
 KINDS = ("line", "bar")
+Y_SCALES = ("linear", "log")
 SCALES = ("quick", "full")
 
 # Figure ids become file names (<id>.png) and HTML anchors.
@@ -77,12 +78,15 @@ class Figure:
     paper: list[Series]
     kind: str = "line"
     note: str = ""
+    y_scale: str = "linear"
 
     def __post_init__(self) -> None:
         if not _FILE_SAFE.match(self.id):
             raise ValueError(f"figure id {self.id!r}: use letters, digits, '_', '.', '-' (it names a file)")
         if self.kind not in KINDS:
             raise ValueError(f"figure {self.id}: kind {self.kind!r}, expected one of {', '.join(KINDS)}")
+        if self.y_scale not in Y_SCALES:
+            raise ValueError(f"figure {self.id}: y_scale {self.y_scale!r}, expected one of {', '.join(Y_SCALES)}")
         for side, group in (("series", self.series), ("paper", self.paper)):
             configs = [s.config for s in group]
             if len(set(configs)) != len(configs):
@@ -96,6 +100,7 @@ class Figure:
             "x_label": self.x_label,
             "y_label": self.y_label,
             "kind": self.kind,
+            "y_scale": self.y_scale,
             "note": self.note,
             "series": [s.to_dict() for s in self.series],
             "paper": [s.to_dict() for s in self.paper],

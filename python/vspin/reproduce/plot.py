@@ -85,6 +85,7 @@ def plot(figure: Figure, path: Path) -> None:
     ax.set_title(textwrap.fill(f"{figure.id}: {figure.title}", 70), fontsize="medium")
     ax.set_xlabel(figure.x_label)
     ax.set_ylabel(figure.y_label)
+    ax.set_yscale(figure.y_scale)
     ax.grid(alpha=0.3)
     if curves:
         ax.legend(fontsize="small")
