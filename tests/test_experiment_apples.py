@@ -14,9 +14,9 @@ def test_apples_quick_report_is_complete_and_deterministic(tmp_path):
     first = reproduce("apples", "quick", tmp_path / "a", workers=2)["apples"]
     again = reproduce("apples", "quick", tmp_path / "b", workers=1)["apples"]
     assert first == again
-    assert [f["id"] for f in first["figures"]] == ["fig6", "fig6.inefficiency", "fig11-12", "fig11", "fig12", "fig10", "fig8", "fig9",
-                                                  "fig13", "fig14", "fig5", "overhead"]
-    assert len(first["checks"]) == 22
+    assert [f["id"] for f in first["figures"]] == ["fig6", "fig6.inefficiency", "fig11-12", "fig11", "fig12", "fig1", "fig10", "fig8",
+                                                  "fig9", "fig13", "fig14", "fig5", "overhead"]
+    assert len(first["checks"]) == 26
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "apples" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "apples"

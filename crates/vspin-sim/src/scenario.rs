@@ -103,6 +103,7 @@ named_values!(Preset {
     "lkc" => Lkc,
     "exim" => Exim,
     "metis" => Metis,
+    "dbench" => Dbench,
 });
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -575,6 +576,7 @@ pub enum Preset {
     Lkc,
     Exim,
     Metis,
+    Dbench,
 }
 
 /// A workload: a preset, with any of its parameters overridden.

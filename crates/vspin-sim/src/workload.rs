@@ -129,6 +129,16 @@ impl Profile {
                 shootdown_targets: 2,
                 ..base(100_000.0, 1_000.0, 4, 2.0)
             },
+            // dbench 4.00 replaying `client.txt`: ~12.5 µs of CPU and ~1.75 acquisitions of
+            // shared ext4, jbd2 and VFS spinlocks per operation; 1.21% of operations are Flush,
+            // an `fsync` that waits ~4 ms. docs/calibration.md, row "dbench".
+            Preset::Dbench => Profile {
+                cs_long_probability: 0.001,
+                cs_long_ns: 20_000.0,
+                block_probability: 0.007,
+                block_ns: 4_000_000.0,
+                ..base(6_500.0, 400.0, 16, 1.0)
+            },
             Preset::Metis => Profile {
                 shootdown_probability: 0.002,
                 shootdown_targets: 2,

@@ -53,7 +53,7 @@ fn scenario() -> impl Strategy<Value = String> {
         prop::sample::select(vec!["tas", "ticket", "pv-ticket", "pv-preemptable-ticket", "oticket", "iticket", "pv-qspinlock", "pv-qspinlock-v4.2"]),
         prop::sample::select(vec!["off", "fixed", "kvm"]),
         prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18"]),
-        prop::sample::select(vec!["kernbench", "hackbench", "cpu-hog"]),
+        prop::sample::select(vec!["kernbench", "hackbench", "dbench", "cpu-hog"]),
         (1u32..=4, any::<bool>(), 1u64..1000),
         prop::collection::vec((0..EDGES.len(), 0usize..2), 1..=3),
     )
