@@ -48,7 +48,7 @@ class Result:
         """One row per VM and PLE epoch, in order: when it ended (``end_ms``), the mean window of
         the VM's vCPUs then (``window_cycles``) and its ``inefficiency``. Recorded only when the
         scenario asks (``[record] ple_epochs = true``): the trace grows with the run."""
-        if any(vm["ple_epoch_trace"] is None for vm in self.raw["vms"]):
+        if any(vm.get("ple_epoch_trace") is None for vm in self.raw["vms"]):
             raise ValueError("this run did not record its PLE epochs: set record.ple_epochs = true in the scenario "
                              "(--set record.ple_epochs=true)")
         rows = [{"vm": vm["name"], "epoch": i + 1, **e}

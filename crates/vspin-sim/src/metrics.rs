@@ -188,7 +188,8 @@ pub struct VmResult {
 pub struct PleEpoch {
     /// Simulated time at the epoch's last exit.
     pub end_ms: f64,
-    /// The mean of the VM's vCPUs' windows at that moment, cycles: what APPLES' footnote 5
+    /// The mean of the VM's vCPUs' windows at that moment (before the exiting vCPU's own window
+    /// grows or takes APLE's next one), cycles: what APPLES' footnote 5
     /// plots for stock KVM and APLE alike ("the average spinning threshold of all the VCPU in a
     /// VM for each epoch"). Under APLE a vCPU takes a new window at its next exit or switch-in,
     /// so the mean lags the VM's window by those that have not yet.

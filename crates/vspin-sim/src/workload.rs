@@ -137,7 +137,7 @@ impl Profile {
                 cs_long_ns: 20_000.0,
                 block_probability: 0.007,
                 block_ns: 4_000_000.0,
-                ..base(6_500.0, 400.0, 16, 1.0)
+                ..base(6_700.0, 400.0, 16, 1.0)
             },
             Preset::Metis => Profile {
                 shootdown_probability: 0.002,
