@@ -5,7 +5,7 @@ Its verdicts are results, reported in the HTML page and the issue notes, not ass
 
 import json
 
-from vspin.experiments.apples import CONFIGS, scenario
+from vspin.experiments.apples import CONFIGS, TRACED_SEED, binned_trace, scenario
 from vspin.reproduce import reproduce
 from vspin import validate
 
@@ -28,3 +28,17 @@ def test_every_configuration_is_a_valid_scenario_with_the_seeds_host():
         validate(sc)
         assert sc["hypervisor"]["directed_yield"] == directed_yield
         assert [vm["vcpus"] for vm in sc["vm"]] == [16, 16] and sc["host"]["cores_per_socket"] * sc["host"]["sockets"] == 16
+
+
+def test_only_the_two_traced_runs_record_their_ple_epochs():
+    assert scenario("ebizzy", "kvm", "kvm", 2, 10, TRACED_SEED)["record"] == {"ple_epochs": True}
+    assert scenario("ebizzy", "aple", "kvm", 2, 10, TRACED_SEED)["record"] == {"ple_epochs": True}
+    assert "record" not in scenario("ebizzy", "kvm", "kvm", 2, 10, TRACED_SEED + 1)
+    assert "record" not in scenario("ebizzy", 4096, "kvm", 2, 10, TRACED_SEED)
+    assert "record" not in scenario("dbench", "kvm", "kvm", 2, 10, TRACED_SEED)
+
+
+def test_a_trace_is_binned_into_whole_bins_at_each_bins_last_epoch():
+    epochs = [{"window_cycles": w} for w in (4096, 8192, 6144, 6144, 9999)]
+    assert binned_trace(epochs, 2) == ([2, 4], [6144.0, 6144.0])
+    assert binned_trace(epochs[:1], 2) == ([], [])
