@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, VmConfig,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
@@ -118,6 +118,13 @@ pub(crate) struct Vm {
     pub host_threads: bool,
 }
 
+impl Vm {
+    /// Indices of this VM's vCPUs in `Sim::vcpus`.
+    pub(crate) fn vcpu_range(&self) -> std::ops::Range<usize> {
+        self.first_vcpu as usize..(self.first_vcpu + self.vcpus) as usize
+    }
+}
+
 type GuestFuture = Pin<Box<dyn Future<Output = ()>>>;
 
 pub struct Sim {
@@ -127,8 +134,6 @@ pub struct Sim {
     pub(crate) mem: Memory,
     pub(crate) costs: Costs,
     pub(crate) ple: PleConfig,
-    /// The optional records the scenario asked for.
-    pub(crate) record: RecordConfig,
     pub(crate) halt_poll: HaltPollConfig,
     pub(crate) scheduler: SchedulerKind,
     pub(crate) directed_yield: DirectedYieldKind,
@@ -259,7 +264,6 @@ impl Sim {
             mem,
             costs: Costs::of(sc),
             ple: sc.hypervisor.ple.clone(),
-            record: sc.record.clone(),
             halt_poll: sc.hypervisor.halt_poll.clone(),
             scheduler: sc.hypervisor.scheduler,
             directed_yield: sc.hypervisor.directed_yield,
@@ -285,7 +289,7 @@ impl Sim {
         };
         let mut load = vec![0u32; n as usize];
         for (vm_id, vm) in sc.vms.iter().enumerate() {
-            sim.add_vm(vm_id as u32, vm, &mut load);
+            sim.add_vm(vm_id as u32, vm, sc.record.ple_epochs, &mut load);
         }
         if let Some(bg) = &h.background {
             sim.add_host_threads(sc.vms.len() as u32, bg);
@@ -302,7 +306,8 @@ impl Sim {
 
     /// Add VM `vm_id`: its shared words, its locks, and its vCPUs, each pinned as the scenario
     /// says or placed on the least loaded pCPU (`load`: vCPUs placed per pCPU so far).
-    fn add_vm(&mut self, vm_id: u32, vm: &VmConfig, load: &mut [u32]) {
+    /// `trace_ple_epochs`: keep each PLE epoch of the VM (`[record] ple_epochs`).
+    fn add_vm(&mut self, vm_id: u32, vm: &VmConfig, trace_ple_epochs: bool, load: &mut [u32]) {
         let n = self.pcpus.len() as u32;
         let first = self.vcpus.len() as u32;
         let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| self.mem.word(0)).collect();
@@ -339,7 +344,7 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
-            ple_epochs: crate::ple::PleEpochs::new(&self.ple, self.record.ple_epochs),
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple, trace_ple_epochs),
             aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple_settings())),
             lock_waits: WaitHistogram::default(),
             host_threads: false,
@@ -369,7 +374,7 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
-            ple_epochs: crate::ple::PleEpochs::new(&self.ple, self.record.ple_epochs),
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple, false),
             aple: None,
             lock_waits: WaitHistogram::default(),
             host_threads: true,
@@ -908,7 +913,7 @@ impl Sim {
         for vm in self.vms.iter().filter(|vm| !vm.host_threads) {
             let mut time = TimeBreakdown::default();
             let mut counters = Counters::default();
-            for vc in &self.vcpus[vm.first_vcpu as usize..(vm.first_vcpu + vm.vcpus) as usize] {
+            for vc in &self.vcpus[vm.vcpu_range()] {
                 time.add(&vc.time);
                 counters.add(&vc.counters);
                 vcpus.push(VcpuResult {

@@ -179,15 +179,14 @@ impl Sim {
 
     /// The mean of the VM's vCPUs' current PLE windows, cycles.
     fn vm_mean_ple_window(&self, vm: usize) -> f64 {
-        let (first, n) = (self.vms[vm].first_vcpu as usize, self.vms[vm].vcpus as usize);
-        self.vcpus[first..first + n].iter().map(|vc| vc.ple_window as f64).sum::<f64>() / n as f64
+        let vcpus = &self.vcpus[self.vms[vm].vcpu_range()];
+        vcpus.iter().map(|vc| vc.ple_window as f64).sum::<f64>() / vcpus.len() as f64
     }
 
     /// The host CPU time the VM's vCPUs have had so far (`sum_exec_runtime`, the running ones
     /// up to now).
     fn vm_cpu_ns(&self, vm: usize) -> u64 {
-        let (first, n) = (self.vms[vm].first_vcpu as usize, self.vms[vm].vcpus as usize);
-        self.vcpus[first..first + n]
+        self.vcpus[self.vms[vm].vcpu_range()]
             .iter()
             .map(|vc| vc.se.sum_exec + if vc.host == HostState::Running { self.now - vc.se.exec_start } else { 0 })
             .sum()
