@@ -232,9 +232,23 @@ class Apples(Experiment):
                   "each VM's at least four steps of 1,024, beyond the ±1 step of APLE's own trials)"),
         ]
 
+        # Every fixed window on every benchmark, relative to stock KVM, with two and four VMs
+        # (Figs. 1, 8, 9 and 10).
+        sweeps = {n: {b: [rel(b, (b, w, "kvm", n), vms=n) for w in FIXED_WINDOWS] for b in BENCHMARKS} for n in (2, 4)}
+
+        def best_window(performance):
+            """The fixed window that did best, given the performance at each."""
+            return FIXED_WINDOWS[performance.index(max(performance))]
+
+        def against_fixed_windows(vms):
+            """Per benchmark: the worst and the best fixed window, and stock KVM (1 by definition)."""
+            sweep = sweeps[vms]
+            return {"worst fixed": [min(sweep[b]) for b in BENCHMARKS], "best fixed": [max(sweep[b]) for b in BENCHMARKS],
+                    "stock KVM": [1.0] * len(BENCHMARKS)}
+
         # Fig. 1: one fixed window for every vCPU, on dbench and ebizzy: the best differs.
-        fig1 = {b: [rel(b, (b, w, "kvm", 2)) for w in FIXED_WINDOWS] for b in PAPER_FIG1_BEST}
-        best1 = {b: FIXED_WINDOWS[max(range(len(FIXED_WINDOWS)), key=lambda i: fig1[b][i])] for b in fig1}
+        fig1 = {b: sweeps[2][b] for b in PAPER_FIG1_BEST}
+        best1 = {b: best_window(fig1[b]) for b in fig1}
         figures.append(Figure(
             id="fig1", title="Two VMs: one fixed window for every vCPU, dbench and ebizzy", metric="speedup",
             x_label="PLE window (cycles)", y_label="performance ÷ stock KVM",
@@ -255,7 +269,7 @@ class Apples(Experiment):
         ]
 
         # Fig. 10: a fixed window, swept on ebizzy; stock KVM and APLE beside it.
-        fixed_perf = [rel("ebizzy", ("ebizzy", w, "kvm", 2)) for w in FIXED_WINDOWS]
+        fixed_perf = sweeps[2]["ebizzy"]
         fixed_ineff = [mean(("ebizzy", w, "kvm", 2), inefficiency) for w in FIXED_WINDOWS]
         flat = lambda v: [v] * len(FIXED_WINDOWS)  # noqa: E731
         # Windows double from one to the next: as labels they are evenly spaced, as on the seed's axis.
@@ -288,15 +302,13 @@ class Apples(Experiment):
         ]
 
         # Fig. 8: on every benchmark, APLE and stock KVM against the best and the worst fixed window.
-        sweep = {b: [rel(b, (b, w, "kvm", 2)) for w in FIXED_WINDOWS] for b in BENCHMARKS}
-        fig8 = {"worst fixed": [min(sweep[b]) for b in BENCHMARKS], "best fixed": [max(sweep[b]) for b in BENCHMARKS],
-                "stock KVM": [1.0] * len(BENCHMARKS), "APLE": [rel(b, (b, *CONFIGS["APLE"], 2)) for b in BENCHMARKS]}
+        fig8 = {**against_fixed_windows(2), "APLE": [rel(b, (b, *CONFIGS["APLE"], 2)) for b in BENCHMARKS]}
         figures.append(Figure(
             id="fig8", title="Two VMs: APLE and stock KVM against the best and worst fixed window", metric="speedup",
             x_label="benchmark", y_label="performance ÷ stock KVM",
             series=[Series(c, list(BENCHMARKS), ys) for c, ys in fig8.items()], paper=[], kind="bar",
             note=note + " Best and worst over the fixed windows " + ", ".join(map(str, FIXED_WINDOWS)) + "; best "
-            "window per benchmark: " + ", ".join(f"{b} {FIXED_WINDOWS[sweep[b].index(max(sweep[b]))]}" for b in BENCHMARKS)
+            "window per benchmark: " + ", ".join(f"{b} {best_window(sweeps[2][b])}" for b in BENCHMARKS)
             + ". The seed gives numbers in its text only for averages over its benchmarks (APLE 1.13, best fixed 1.10; "
             "a wrong window costs 16% on average, up to 46%) and for ebizzy (APLE 19% above the best)."))
         means = {c: statistics.fmean(ys) for c, ys in fig8.items()}
@@ -316,17 +328,14 @@ class Apples(Experiment):
 
         # Fig. 9: four VMs. The seed: stock KVM, the best fixed window and APLE lie much closer
         # together than with two, but a wrong window still costs a lot (dbench: 19% -> 35%).
-        sweep4 = {b: [rel(b, (b, w, "kvm", 4), vms=4) for w in FIXED_WINDOWS] for b in BENCHMARKS}
-        fig9 = {"worst fixed": [min(sweep4[b]) for b in BENCHMARKS], "best fixed": [max(sweep4[b]) for b in BENCHMARKS],
-                "stock KVM": [1.0] * len(BENCHMARKS),
-                "APLE": [rel(b, (b, *CONFIGS["APLE"], 4), vms=4) for b in BENCHMARKS],
+        fig9 = {**against_fixed_windows(4), "APLE": [rel(b, (b, *CONFIGS["APLE"], 4), vms=4) for b in BENCHMARKS],
                 "APPLES": [rel(b, (b, *CONFIGS["APPLES"], 4), vms=4) for b in BENCHMARKS]}
         figures.append(Figure(
             id="fig9", title="Four VMs: stock KVM, APLE and APPLES against the best and worst fixed window",
             metric="speedup", x_label="benchmark", y_label="performance ÷ stock KVM",
             series=[Series(c, list(BENCHMARKS), ys) for c, ys in fig9.items()], paper=[], kind="bar",
             note=note.replace("2 VMs", "4 VMs") + " Best window per benchmark: " + ", ".join(
-                f"{b} {FIXED_WINDOWS[sweep4[b].index(max(sweep4[b]))]}" for b in BENCHMARKS) + ". The seed gives no "
+                f"{b} {best_window(sweeps[4][b])}" for b in BENCHMARKS) + ". The seed gives no "
             "numbers for Fig. 9 but one: dbench's best and worst fixed windows lie 0.35 apart (÷ stock KVM) with four "
             "VMs, 0.19 with two (Fig. 1's 1.17 and 0.98)."))
 
