@@ -1,31 +1,55 @@
-//! Guest IPIs: synchronous TLB shootdowns (the sender waits for every target's acknowledgement),
+//! Guest IPIs: synchronous TLB shootdowns (by IPI, the sender waiting for every target's
+//! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`),
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
 //! and is handled only when the target runs.
 use crate::engine::Event;
 use crate::guest::Response;
 use crate::memory::Access;
+use crate::scenario::TlbFlush;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
 
 impl Sim {
-    /// A synchronous IPI (`smp_call_function_many`) from `v` to `count` vCPUs of its VM, from
-    /// vCPU `start` on and skipping `v`: the sender pays the exit, one send per target and the
-    /// entry, then waits on its call-function word until every target has acknowledged.
+    /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
+    /// skipping `v`, as the VM's guest kernel does it (`scenario::TlbFlush`):
+    /// - `ipi` (`smp_call_function_many`): the sender pays the exit, one send per target and the
+    ///   entry, then waits on its call-function word until every target has acknowledged;
+    /// - `kvm-pv` (`kvm_flush_tlb_multi`): the same, but a target preempted while runnable
+    ///   (`st->preempted`) is only flagged, and flushes at its next entry at no cost we charge
+    ///   (the entry reloads its page tables anyway); it is neither sent an IPI nor waited for;
+    /// - `xen-pv` (`MMUEXT_TLB_FLUSH_MULTI`): one hypercall, in which Xen sends a host IPI to
+    ///   each running target's pCPU and waits for its own handler there (`flush_tlb_mask`); a
+    ///   descheduled target's TLB holds nothing of the guest's, since Xen reloaded `cr3` when
+    ///   it switched that pCPU away. No guest handler runs, so the sender waits for no vCPU.
+    ///   The interruption on the targets' pCPUs (Xen's flush handler, well under a microsecond)
+    ///   is not charged to them.
     pub(crate) fn shootdown(&mut self, v: u32, start: u32, count: u32) -> bool {
-        let c = &self.costs;
-        let cost = c.vm_exit + c.ipi_send * count as u64 + c.vm_entry;
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
-        let (first, n) = (vm.first_vcpu, vm.vcpus);
+        let (first, n, flush) = (vm.first_vcpu, vm.vcpus, vm.tlb_flush);
         let me = self.vcpus[v as usize].index;
+        let running = |sim: &Sim, t: u32| sim.vcpus[(first + t) as usize].host == HostState::Running;
+        let preempted = |sim: &Sim, t: u32| sim.vcpus[(first + t) as usize].host == HostState::Runnable;
         let targets: Vec<u32> = (0..n).map(|i| (start + i) % n).filter(|&i| i != me).take(count as usize).collect();
+        let c = &self.costs;
+        let (cost, ipis): (u64, Vec<u32>) = match flush {
+            TlbFlush::Ipi => (c.vm_exit + c.ipi_send * targets.len() as u64 + c.vm_entry, targets),
+            TlbFlush::KvmPv => {
+                let ipis: Vec<u32> = targets.into_iter().filter(|&t| !preempted(self, t)).collect();
+                (c.vm_exit + c.ipi_send * ipis.len() as u64 + c.vm_entry, ipis)
+            }
+            TlbFlush::XenPv => {
+                let on_pcpus = targets.iter().filter(|&&t| running(self, t)).count() as u64;
+                (c.hypercall + c.ipi_send * on_pcpus, Vec::new())
+            }
+        };
         let vc = &mut self.vcpus[v as usize];
         vc.counters.shootdowns += 1;
-        self.mem.set(vc.call_function_word, targets.len() as u64);
+        self.mem.set(vc.call_function_word, ipis.len() as u64);
         vc.act = Act::Ready;
         vc.response = Response::NONE;
         vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
-        for t in targets {
+        for t in ipis {
             self.deliver_ipi(v, first + t);
         }
         false

@@ -94,6 +94,7 @@ named_values!(LockKind {
     "pv-qspinlock-v4.2" => PvQspinlockV42,
 });
 named_values!(Durations { "exponential" => Exponential, "fixed" => Fixed });
+named_values!(TlbFlush { "ipi" => Ipi, "kvm-pv" => KvmPv, "xen-pv" => XenPv });
 named_values!(Preset {
     "kernbench" => Kernbench,
     "hackbench" => Hackbench,
@@ -563,6 +564,29 @@ pub struct VmConfig {
     /// (default 2^15, the PV ticket lock's `SPIN_THRESHOLD`; the paper gives no count).
     #[serde(default)]
     pub halt_after_attempts: Option<u64>,
+    /// How the guest kernel flushes other vCPUs' TLBs (`ipi.rs`).
+    #[serde(default)]
+    pub tlb_flush: TlbFlush,
+}
+
+/// How a guest flushes the TLBs of its other vCPUs, the synchronous IPI of the workloads'
+/// shootdowns (`ipi.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TlbFlush {
+    /// Native `flush_tlb_others` / `smp_call_function_many`: an IPI to every target, and the
+    /// sender spins until each has run its handler, however long a target waits for a pCPU.
+    #[default]
+    Ipi,
+    /// KVM's paravirtual flush (`kvm_flush_tlb_multi`, Linux 4.16+ with
+    /// `KVM_FEATURE_PV_TLB_FLUSH`; `kernel-mechanisms.md` §3.3): a target preempted while
+    /// runnable gets `KVM_VCPU_FLUSH_TLB` in its steal-time page instead of an IPI, and flushes
+    /// at its next VM entry; the rest are sent IPIs as with `ipi`.
+    KvmPv,
+    /// A Xen PV guest (XenLinux 2.6.18): `flush_tlb_mm` is the `MMUEXT_TLB_FLUSH_MULTI`
+    /// hypercall, and Xen flushes the pCPUs where the targets' state is loaded, with host IPIs
+    /// its own handler answers; no target vCPU has to run.
+    XenPv,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -828,6 +852,7 @@ impl Scenario {
                     return Err(err(at(key), format!("{n} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
                 }
             }
+            self.validate_tlb_flush(vm.tlb_flush, &at("tlb_flush"))?;
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
         }
@@ -916,6 +941,21 @@ impl Scenario {
         Ok(())
     }
 
+    /// A paravirtual flush exists only under its own hypervisor (and a Xen PV guest only
+    /// without PLE: `xen_settings`).
+    fn validate_tlb_flush(&self, flush: TlbFlush, field: &str) -> Result<(), ScenarioError> {
+        let hv = &self.hypervisor;
+        let credit1 = hv.scheduler == SchedulerKind::Credit1;
+        match flush {
+            TlbFlush::Ipi => Ok(()),
+            TlbFlush::KvmPv if credit1 => Err(err(field, "\"kvm-pv\" needs KVM's steal-time page, not scheduler = \"credit1\" (Xen); allowed \"ipi\" or \"xen-pv\"")),
+            TlbFlush::XenPv if !credit1 => {
+                Err(err(field, format!("\"xen-pv\" is a Xen PV guest's hypercall and needs scheduler = \"credit1\", not {:?}; allowed \"ipi\" or \"kvm-pv\"", hv.scheduler.name())))
+            }
+            TlbFlush::KvmPv | TlbFlush::XenPv => Ok(()),
+        }
+    }
+
     /// Under Xen: KVM's candidate search, halt polling and window policy and Linux's balancers
     /// do not exist, so setting them is refused (their defaults cannot be told from a given
     /// value after parsing, hence the check on the keys given); the PLE window, unless given,
@@ -941,6 +981,15 @@ impl Scenario {
                 return Err(err("hypervisor.ple.policy", msg));
             }
             Some(_) => {}
+        }
+        // A Xen PV guest runs without VMX, so its PAUSEs never exit; PLE is host-wide here.
+        let policy = self.hypervisor.ple.policy;
+        if let Some(i) = self.vms.iter().position(|vm| vm.tlb_flush == TlbFlush::XenPv).filter(|_| policy != PlePolicy::Off) {
+            let msg = format!(
+                "\"xen-pv\" is a PV guest, whose PAUSEs never exit, but hypervisor.ple.policy is {:?} (PLE is host-wide here); set it to \"off\", or use \"ipi\" (an HVM guest)",
+                policy.name()
+            );
+            return Err(err(format!("vm[{i}].tlb_flush"), msg));
         }
         Ok(())
     }

@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, VmConfig,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, TlbFlush, VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
@@ -104,6 +104,7 @@ pub(crate) struct Vm {
     pub vcpus: u32,
     pub first_lock: u32,
     pub guest_tick_ns: u64,
+    pub tlb_flush: TlbFlush,
     pub target: Option<u64>,
     pub work_units: u64,
     pub completed_at: Option<Time>,
@@ -340,6 +341,7 @@ impl Sim {
             vcpus: vm.vcpus,
             first_lock,
             guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
+            tlb_flush: vm.tlb_flush,
             target: vm.work_units,
             work_units: 0,
             completed_at: None,
@@ -370,6 +372,7 @@ impl Sim {
             vcpus: n,
             first_lock: self.locks.len() as u32,
             guest_tick_ns: self.costs.tick_ns,
+            tlb_flush: TlbFlush::Ipi,
             target: None,
             work_units: 0,
             completed_at: None,

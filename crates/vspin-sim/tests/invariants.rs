@@ -33,10 +33,10 @@ fn scenario() -> impl Strategy<Value = String> {
         ),
         prop::collection::vec((1u32..=6, 0u32..3), 1..=2),
         (100.0f64..20_000.0, 20.0f64..3_000.0, 1u32..=4),
-        (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>()),
+        (0.0f64..0.05, 0.0f64..0.05, 1u64..1000, any::<bool>(), any::<bool>()),
         prop::sample::select(vec!["", ", durations = \"fixed\"", ", durations = \"fixed\", jitter = 0.05"]),
     )
-        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background), durations)| {
+        .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background, pv_flush), durations)| {
             let pcpus = sockets * cores;
             // Xen has its own knobs instead of KVM's and Linux's: the same draws pick them, and
             // short slices let a 15 ms run see several accountings.
@@ -49,6 +49,13 @@ fn scenario() -> impl Strategy<Value = String> {
                 // APLE's epochs shortened, so that a 15 ms run moves its window several times.
                 let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };
                 format!("ple = {{ policy = {ple} }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n")
+            };
+            // A paravirtual TLB flush where the host has one (a Xen PV guest has no PLE).
+            let tlb_flush = match (pv_flush, scheduler) {
+                (false, _) => "ipi",
+                (true, "credit1") if ple == "off" => "xen-pv",
+                (true, "credit1") => "ipi",
+                (true, _) => "kvm-pv",
             };
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
@@ -63,7 +70,7 @@ fn scenario() -> impl Strategy<Value = String> {
                 };
                 let shoot = if vcpus > 1 { shoot } else { 0.0 };
                 t += &format!(
-                    "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\n\
+                    "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
                      block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n"
                 );
