@@ -10,6 +10,8 @@ The seed's setup, as we model it:
   the hypervisor publishes no slice (``Linux-xen``) and LAS's guest half when it does
   (``Linux-LAS``: ``credit1.las = true``, which also gives a yielding vCPU the credits of the slice
   it gave up);
+- Xen Linux is a paravirtualized kernel: it flushes other vCPUs' TLBs with the
+  ``MMUEXT_TLB_FLUSH_MULTI`` hypercall and waits for no vCPU (``tlb_flush = "xen-pv"``);
 - ``kernbench``: our ``kernbench`` preset in one guest, and 0, 1, 3 or 7 more guests running
   infinite loops (our ``cpu-hog``), so 1, 2, 4 or 8 guests; throughput of the kernbench guest;
 - ``sysbench`` OLTP: two guests, both running it, of 8 or 4 vCPUs; our ``dvdstore`` preset (the
@@ -28,6 +30,8 @@ from vspin.reproduce import Check, Experiment, Figure, Series, register
 from vspin.sweeps import mean_ci95
 
 GUESTS = (1, 2, 4, 8)
+# Guest tasks per vCPU of the kernbench guest: the preset's one, and a kernel build's two.
+TASKS = (1, 2)
 CONFIGS = {"Linux-xen": False, "Linux-LAS": True}
 PAPER_SYSBENCH_GAIN = {8: 1.48, 4: 1.41}
 
@@ -48,16 +52,21 @@ def _host(las: bool, duration_ms: int, seed: int, name: str) -> dict:
     }
 
 
-def kernbench(config: str, guests: int, duration_ms: int, seed: int) -> dict:
-    sc = _host(CONFIGS[config], duration_ms, seed, f"las-kernbench-{config}-{guests}")
-    sc["vm"] = [{"name": "kernbench", "vcpus": 8, "lock": "las-tas", "workload": {"preset": "kernbench"}}] + [
-        {"name": f"loop{i}", "vcpus": 8, "lock": "las-tas", "workload": {"preset": "cpu-hog"}} for i in range(1, guests)]
+def kernbench(config: str, guests: int, duration_ms: int, seed: int, tasks: int = 1) -> dict:
+    """``tasks`` guest tasks per vCPU: 1 is the preset as every reproduction runs it; 2 is the
+    ``make -j 2×vCPUs`` a kernel build runs, shown beside it (``docs/mechanisms/las.md``)."""
+    name = f"las-kernbench-{config}-{guests}" + (f"-{tasks}-tasks" if tasks != 1 else "")
+    sc = _host(CONFIGS[config], duration_ms, seed, name)
+    workload = {"preset": "kernbench"} | ({"threads_per_vcpu": tasks} if tasks != 1 else {})
+    sc["vm"] = [{"name": "kernbench", "vcpus": 8, "lock": "las-tas", "tlb_flush": "xen-pv", "workload": workload}] + [
+        {"name": f"loop{i}", "vcpus": 8, "lock": "las-tas", "tlb_flush": "xen-pv", "workload": {"preset": "cpu-hog"}}
+        for i in range(1, guests)]
     return sc
 
 
 def sysbench(config: str, vcpus: int, duration_ms: int, seed: int) -> dict:
     sc = _host(CONFIGS[config], duration_ms, seed, f"las-sysbench-{config}-{vcpus}")
-    sc["vm"] = [{"name": f"oltp{i}", "vcpus": vcpus, "lock": "las-tas", "workload": {"preset": "dvdstore"}}
+    sc["vm"] = [{"name": f"oltp{i}", "vcpus": vcpus, "lock": "las-tas", "tlb_flush": "xen-pv", "workload": {"preset": "dvdstore"}}
                 for i in range(2)]
     return sc
 
@@ -70,15 +79,15 @@ class Las(Experiment):
     def run(self, scale, runner):
         sc = SCALE[scale]
         seeds, duration = sc["seeds"], sc["duration_ms"]
-        kb_keys = [(c, g, s) for c in CONFIGS for g in GUESTS for s in seeds]
+        kb_keys = [(c, g, s, t) for t in TASKS for c in CONFIGS for g in GUESTS for s in seeds]
         sb_keys = [(c, v, s) for c in CONFIGS for v in (8, 4) for s in seeds]
-        runs = runner.run_many([kernbench(c, g, duration, s) for c, g, s in kb_keys] +
+        runs = runner.run_many([kernbench(c, g, duration, s, t) for c, g, s, t in kb_keys] +
                                [sysbench(c, v, duration, s) for c, v, s in sb_keys])
-        kb = dict(zip(kb_keys, runs[:len(kb_keys)]))
+        kb = {key: run.raw["vms"][0] for key, run in zip(kb_keys, runs[:len(kb_keys)])}
         sb = dict(zip(sb_keys, runs[len(kb_keys):]))
 
-        def kb_mean(config, guests, value):
-            return statistics.fmean(value(kb[(config, guests, s)].raw["vms"][0]) for s in seeds)
+        def kb_mean(config, guests, value, tasks=1):
+            return statistics.fmean(value(kb[(config, guests, s, tasks)]) for s in seeds)
 
         def sb_tput(config, vcpus, seed):
             return sum(vm["throughput_per_s"] for vm in sb[(config, vcpus, seed)].raw["vms"])
@@ -86,29 +95,44 @@ class Las(Experiment):
         def per_seed_gain(tp, *key):
             return [tp("Linux-LAS", *key, s) / tp("Linux-xen", *key, s) for s in seeds]
 
-        def kb_tput(config, guests, seed):
-            return kb[(config, guests, seed)].raw["vms"][0]["throughput_per_s"]
+        def kb_gains(tasks):
+            per_seed = {g: [kb[("Linux-LAS", g, s, tasks)]["throughput_per_s"] / kb[("Linux-xen", g, s, tasks)]["throughput_per_s"]
+                            for s in seeds] for g in GUESTS}
+            return per_seed, [mean_ci95(per_seed[g]) for g in GUESTS]
+
+        def kb_profile(tasks):
+            """Per run of the kernbench guest: preempted holders, LAS yields, share spinning."""
+            lhp = {c: [kb_mean(c, g, lambda vm: vm["counters"]["lhp_events"], tasks) for g in GUESTS] for c in CONFIGS}
+            yields = [kb_mean("Linux-LAS", g, lambda vm: vm["counters"]["yields"], tasks) for g in GUESTS]
+            spin = {c: [kb_mean(c, g, lambda vm: vm["time"]["spin_ns"] / sum(vm["time"].values()), tasks) for g in GUESTS]
+                    for c in CONFIGS}
+            return ("lock-holder preemptions " + "; ".join(f"{c} " + ", ".join(f"{x:.1f}" for x in lhp[c]) for c in CONFIGS) +
+                    "; LAS yields " + ", ".join(f"{x:.1f}" for x in yields) +
+                    "; share of time spinning " + "; ".join(
+                        f"{c} " + ", ".join(f"{100 * x:.1f}%" for x in spin[c]) for c in CONFIGS))
 
         tput = {c: [kb_mean(c, g, lambda vm: vm["throughput_per_s"]) for g in GUESTS] for c in CONFIGS}
-        lhp = {c: [kb_mean(c, g, lambda vm: vm["counters"]["lhp_events"]) for g in GUESTS] for c in CONFIGS}
-        yields = {c: [kb_mean(c, g, lambda vm: vm["counters"]["yields"]) for g in GUESTS] for c in CONFIGS}
-        spin = {c: [kb_mean(c, g, lambda vm: vm["time"]["spin_ns"] / sum(vm["time"].values())) for g in GUESTS]
-                for c in CONFIGS}
-        per_seed = {g: per_seed_gain(kb_tput, g) for g in GUESTS}
-        gains = [mean_ci95(per_seed[g]) for g in GUESTS]
+        per_seed, gains = kb_gains(1)
+        _, gains_2_tasks = kb_gains(2)
         note = (f"Mean of seeds {seeds[0]}-{seeds[-1]}, {duration} ms simulated each; 8 cores, Xen credit1, guests of 8 "
                 "vCPUs with the 2.6.18 test-and-set lock, LAS's slice page and compensation on or off. Per run, "
-                "kernbench guest: lock-holder preemptions " + "; ".join(
-                    f"{c} " + ", ".join(f"{x:.1f}" for x in lhp[c]) for c in CONFIGS) +
-                "; LAS yields " + ", ".join(f"{x:.1f}" for x in yields["Linux-LAS"]) +
-                "; share of time spinning " + "; ".join(
-                    f"{c} " + ", ".join(f"{100 * x:.1f}%" for x in spin[c]) for c in CONFIGS) +
-                ". The seed's figure 3 has no numbers in its text.")
+                "kernbench guest: " + kb_profile(1) + ". The seed's figure 3 has no numbers in its text.")
         figures = [
             Figure(id="kernbench", title="kernbench in one guest, the others running infinite loops",
                    metric="throughput", x_label="guests", y_label="kernbench work units/s",
                    series=[Series(c, list(GUESTS), tput[c]) for c in CONFIGS], paper=[], kind="bar", note=note),
         ]
+        figures.append(Figure(
+            id="kernbench_2_tasks", title="kernbench with two guest tasks per vCPU (make -j 2×vCPUs), beside the preset's one",
+            metric="speedup", x_label="guests", y_label="Linux-LAS ÷ Linux-xen throughput",
+            series=[Series(f"{t} task{'s' if t > 1 else ''} per vCPU", list(GUESTS), [m for m, _ in g], yerr=[h for _, h in g])
+                    for t, g in ((1, gains), (2, gains_2_tasks))],
+            paper=[], kind="bar",
+            note=f"Mean ± 95% interval of seeds {seeds[0]}-{seeds[-1]}, {duration} ms each. Not checked: the checks use the "
+                 "preset as every reproduction runs it. With one task a vCPU halts whenever it blocks (every 4.2 ms on "
+                 "average) and wakes BOOSTed, preempting whatever runs, lock holders included, at no slice end LAS "
+                 "could see; with two it seldom halts and runs to its slice end, where LAS acts. Per run, two tasks: "
+                 + kb_profile(2) + "."))
         sb_gain = {v: mean_ci95(per_seed_gain(sb_tput, v)) for v in (8, 4)}
         figures.append(Figure(
             id="sysbench", title="sysbench OLTP (our dvdstore preset), two guests", metric="speedup",
@@ -127,9 +151,12 @@ class Las(Experiment):
                   "Linux-LAS ÷ Linux-xen per seed, mean ± 95% interval, at 1, 2, 4, 8 guests: "
                   + ", ".join(shown(g) for g in gains) + " (claim: LAS shortens kernbench; its gain must exceed "
                   "the seeds' spread at 2, 4 and 8 guests)"),
-            Check("kernbench.gain_grows_with_guests", "kernbench", growth - growth_half > 0,
-                  f"gain at 8 guests minus gain at 2: {growth:+.2f} ± {growth_half:.2f} (claim: the gain grows with "
-                  "the number of guests)"),
+            # A gain that grows from a loss at 2 guests to none at 8 is not the seed's claim.
+            Check("kernbench.gain_grows_with_guests", "kernbench",
+                  growth - growth_half > 0 and all(m >= 1.0 for m, _ in over),
+                  f"gain at 8 guests minus gain at 2: {growth:+.2f} ± {growth_half:.2f}; mean gains at 2, 4, 8 guests "
+                  + ", ".join(f"{m:.2f}" for m, _ in over) + " (claim: LAS improves kernbench at every count of "
+                  "guests, and the gain grows with the number of guests)"),
             Check("sysbench.8_vcpus_gain", "sysbench", sb_gain[8][0] >= 1.2 and sb_gain[8][0] - sb_gain[8][1] > 1.0,
                   f"Linux-LAS ÷ Linux-xen, 2 guests of 8 vCPUs: {shown(sb_gain[8])} (claim: +48%; at least +20%, "
                   "and more than the seeds' spread)"),
