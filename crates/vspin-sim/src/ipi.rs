@@ -13,46 +13,68 @@ use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
 impl Sim {
     /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
     /// skipping `v`, as the VM's guest kernel does it (`scenario::TlbFlush`):
-    /// - `ipi` (`smp_call_function_many`): the sender pays the exit, one send per target and the
-    ///   entry, then waits on its call-function word until every target has acknowledged;
-    /// - `kvm-pv` (`kvm_flush_tlb_multi`): the same, but a target preempted while runnable
-    ///   (`st->preempted`) is only flagged, and flushes at its next entry at no cost we charge
-    ///   (the entry reloads its page tables anyway); it is neither sent an IPI nor waited for;
-    /// - `xen-pv` (`MMUEXT_TLB_FLUSH_MULTI`): one hypercall, in which Xen sends a host IPI to
-    ///   each running target's pCPU and waits for its own handler there (`flush_tlb_mask`); a
-    ///   descheduled target's TLB holds nothing of the guest's, since Xen reloaded `cr3` when
-    ///   it switched that pCPU away. No guest handler runs, so the sender waits for no vCPU.
-    ///   The interruption on the targets' pCPUs (Xen's flush handler, well under a microsecond)
-    ///   is not charged to them.
+    /// - `ipi` (`smp_call_function_many`, Linux 3.x): the sender pays the exit, one send per
+    ///   target and the entry, then waits on its call-function word until every target has
+    ///   acknowledged;
+    /// - `kvm-pv` (Linux 6.8's `kvm_flush_tlb_multi`, then `native_flush_tlb_multi`): a target
+    ///   preempted while runnable (`st->preempted`; not one woken and not yet run) is only
+    ///   flagged, and flushes at its next entry; a target in guest idle is in lazy TLB mode
+    ///   (`tlb_is_not_lazy` false) and flushes at its next switch to a user mm. Neither is sent
+    ///   an IPI or waited for; the rest are, as with `ipi`. With no IPI to send there is no exit
+    ///   at all, and the flag and the deferred flushes are not charged;
+    /// - `xen-pv` (`MMUEXT_TLB_FLUSH_MULTI`): one hypercall, a trap into Xen rather than a VM
+    ///   exit, in which Xen sends a host IPI to each pCPU whose `vcpu_dirty_cpumask` holds a
+    ///   target (running there, or halted with the pCPU gone idle, which switches lazily and
+    ///   keeps its state) and waits for its own handler there (`flush_tlb_mask`). A pCPU that
+    ///   switched to another vCPU reloaded `cr3` and holds nothing of the target's. No guest
+    ///   handler runs, so the sender waits for no vCPU. Xen's handler on those pCPUs (well under
+    ///   a microsecond) is not charged to them.
     pub(crate) fn shootdown(&mut self, v: u32, start: u32, count: u32) -> bool {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n, flush) = (vm.first_vcpu, vm.vcpus, vm.tlb_flush);
         let me = self.vcpus[v as usize].index;
-        let running = |sim: &Sim, t: u32| sim.vcpus[(first + t) as usize].host == HostState::Running;
-        let preempted = |sim: &Sim, t: u32| sim.vcpus[(first + t) as usize].host == HostState::Runnable;
-        let targets: Vec<u32> = (0..n).map(|i| (start + i) % n).filter(|&i| i != me).take(count as usize).collect();
+        let targets: Vec<u32> = (0..n).map(|i| first + (start + i) % n).filter(|&t| t != first + me).take(count as usize).collect();
         let c = &self.costs;
         let (cost, ipis): (u64, Vec<u32>) = match flush {
             TlbFlush::Ipi => (c.vm_exit + c.ipi_send * targets.len() as u64 + c.vm_entry, targets),
             TlbFlush::KvmPv => {
-                let ipis: Vec<u32> = targets.into_iter().filter(|&t| !preempted(self, t)).collect();
-                (c.vm_exit + c.ipi_send * ipis.len() as u64 + c.vm_entry, ipis)
+                let ipis: Vec<u32> = targets.into_iter().filter(|&t| !self.flag_preempted_or_lazy(t)).collect();
+                let cost = if ipis.is_empty() { 0 } else { c.vm_exit + c.ipi_send * ipis.len() as u64 + c.vm_entry };
+                (cost, ipis)
             }
             TlbFlush::XenPv => {
-                let on_pcpus = targets.iter().filter(|&&t| running(self, t)).count() as u64;
-                (c.hypercall + c.ipi_send * on_pcpus, Vec::new())
+                let dirty_pcpus = targets.iter().filter(|&&t| self.state_on_a_pcpu(t)).count() as u64;
+                (c.hypercall + c.ipi_send * dirty_pcpus, Vec::new())
             }
         };
         let vc = &mut self.vcpus[v as usize];
         vc.counters.shootdowns += 1;
         self.mem.set(vc.call_function_word, ipis.len() as u64);
-        vc.act = Act::Ready;
         vc.response = Response::NONE;
+        if cost == 0 {
+            return true;
+        }
+        vc.act = Act::Ready;
         vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
         for t in ipis {
-            self.deliver_ipi(v, first + t);
+            self.deliver_ipi(v, t);
         }
         false
+    }
+
+    /// `kvm-pv`: whether target `t` needs no IPI, being flagged through its steal-time page
+    /// (preempted while runnable) or in lazy TLB mode (in guest idle).
+    fn flag_preempted_or_lazy(&self, t: u32) -> bool {
+        let vc = &self.vcpus[t as usize];
+        (vc.host == HostState::Runnable && vc.preempted)
+            || matches!(vc.act, Act::Halted(HaltReason::Idle { .. } | HaltReason::Finished))
+    }
+
+    /// `xen-pv`: whether target `t`'s state is loaded on a pCPU, which Xen must flush: it runs,
+    /// or its pCPU went idle after it (a lazy switch).
+    fn state_on_a_pcpu(&self, t: u32) -> bool {
+        let vc = &self.vcpus[t as usize];
+        vc.host == HostState::Running || self.pcpus[vc.pcpu as usize].curr.is_none()
     }
 
     /// Wake a peer sleeping in guest idle: the sender pays the IPI; the sleeper's wait ends now.
@@ -122,5 +144,56 @@ impl Sim {
         let left = self.mem.value(w).saturating_sub(1);
         self.mem.set(w, left);
         self.notify_watchers(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::simulation::test_host::{host, running};
+    use crate::vcpu::{Act, HaltReason, HostState};
+
+    /// Two pCPUs; a VM of four vCPUs with `tlb_flush = flush`, vCPU 0 running on pCPU 0.
+    fn guest(hypervisor: &str, flush: &str) -> crate::simulation::Sim {
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = 4\nlock = \"tas\"\ntlb_flush = \"{flush}\"\nworkload = {{ preset = \"kernbench\" }}\n");
+        let mut s = host(hypervisor, false, &vm);
+        running(&mut s, 0, 0, Act::Ready);
+        s
+    }
+
+    /// The IPIs a flush from vCPU 0 to vCPUs 1-3 waits for: 1 preempted, 2 woken from a halt
+    /// and not yet run, 3 woken from guest idle and not yet run.
+    fn waited_for(flush: &str) -> u64 {
+        let mut s = guest("ple = { policy = \"off\" }", flush);
+        for (v, preempted, act) in [
+            (1, true, Act::Compute { remaining: 1 }),
+            (2, false, Act::Compute { remaining: 1 }),
+            (3, false, Act::Halted(HaltReason::Idle { wake_at: 0 })),
+        ] {
+            let vc = &mut s.vcpus[v];
+            (vc.host, vc.preempted, vc.act, vc.pcpu) = (HostState::Runnable, preempted, act, 1);
+        }
+        s.shootdown(0, 1, 3);
+        s.mem.value(s.vcpus[0].call_function_word)
+    }
+
+    #[test]
+    fn kvms_pv_flush_skips_preempted_and_idle_targets_but_waits_for_a_woken_one() {
+        assert_eq!(waited_for("ipi"), 3);
+        assert_eq!(waited_for("kvm-pv"), 1);
+    }
+
+    #[test]
+    fn a_xen_pv_flush_waits_for_no_vcpu_and_pays_a_host_ipi_per_pcpu_holding_a_target() {
+        let mut s = guest("scheduler = \"credit1\"\nple = { policy = \"off\" }", "xen-pv");
+        // 1 halted on pCPU 1, which went idle after it (lazy: its state stays loaded there); 2
+        // queued and 3 halted on pCPU 0, which runs vCPU 0 (its state is vCPU 0's).
+        s.pcpus[1].curr = None;
+        for (v, state, p) in [(1, HostState::Blocked, 1), (2, HostState::Runnable, 0), (3, HostState::Blocked, 0)] {
+            (s.vcpus[v].host, s.vcpus[v].pcpu) = (state, p);
+        }
+        assert!(!s.shootdown(0, 1, 3), "the hypercall is host work");
+        assert_eq!(s.mem.value(s.vcpus[0].call_function_word), 0);
+        let c = &s.costs;
+        assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(c.hypercall + c.ipi_send));
     }
 }

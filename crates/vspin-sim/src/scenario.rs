@@ -574,14 +574,16 @@ pub struct VmConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TlbFlush {
-    /// Native `flush_tlb_others` / `smp_call_function_many`: an IPI to every target, and the
-    /// sender spins until each has run its handler, however long a target waits for a pCPU.
+    /// Linux 3.x's `native_flush_tlb_others` / `smp_call_function_many`: an IPI to every
+    /// target, and the sender spins until each has run its handler, however long a target
+    /// waits for a pCPU.
     #[default]
     Ipi,
-    /// KVM's paravirtual flush (`kvm_flush_tlb_multi`, Linux 4.16+ with
+    /// A Linux 6.8 guest's paravirtual flush on KVM (`kvm_flush_tlb_multi`, with
     /// `KVM_FEATURE_PV_TLB_FLUSH`; `kernel-mechanisms.md` §3.3): a target preempted while
     /// runnable gets `KVM_VCPU_FLUSH_TLB` in its steal-time page instead of an IPI, and flushes
-    /// at its next VM entry; the rest are sent IPIs as with `ipi`.
+    /// at its next VM entry; one in guest idle is in lazy TLB mode and is skipped; the rest are
+    /// sent IPIs as with `ipi`.
     KvmPv,
     /// A Xen PV guest (XenLinux 2.6.18): `flush_tlb_mm` is the `MMUEXT_TLB_FLUSH_MULTI`
     /// hypercall, and Xen flushes the pCPUs where the targets' state is loaded, with host IPIs

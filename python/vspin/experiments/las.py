@@ -35,9 +35,9 @@ TASKS = (1, 2)
 CONFIGS = {"Linux-xen": False, "Linux-LAS": True}
 PAPER_SYSBENCH_GAIN = {8: 1.48, 4: 1.41}
 
-# The model's kernbench is chaotic (one vCPU's flush IPI waiting out another's slice moves a whole
-# run), so a gain counts only where its 95% interval over seeds (`mean_ci95`) excludes no gain.
-# kernbench's gain hangs on rare events (a holder preempted at a slice end), so several seeds.
+# The model's kernbench is chaotic (one preempted lock holder stalls the guest's other vCPUs for
+# up to a slice, tens of times a run), so a gain counts only where its 95% interval over seeds
+# (`mean_ci95`) excludes no gain; several seeds, since it hangs on those rare events.
 SCALE = {"quick": {"seeds": (1, 2, 3), "duration_ms": 2000}, "full": {"seeds": (1, 2, 3, 4, 5, 6), "duration_ms": 4000}}
 
 
