@@ -199,3 +199,14 @@ def test_a_setting_of_inf_or_nan_says_how_to_give_the_text(text):
     with pytest.raises(vspin.ScenarioError, match="for the text, quote it"):
         parse_setting(text)
 
+
+
+def test_a_paravirtual_tlb_flush_is_checked_against_the_hypervisor(small):
+    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.tlb_flush: "xen-pv" .*needs scheduler = "credit1", not "cfs"'):
+        vspin.validate(small, {"vm.0.tlb_flush": "xen-pv"})
+    xen = {"hypervisor.scheduler": "credit1", "vm.*.tlb_flush": "xen-pv"}
+    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.tlb_flush: .*hypervisor\.ple\.policy is "fixed"'):
+        vspin.validate(small, xen)
+    assert vspin.validate(small, xen | {"hypervisor.ple.policy": "off"})["vm"][1]["tlb_flush"] == "xen-pv"
+    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.tlb_flush: "kvm-pv" needs KVM'):
+        vspin.validate(small, {"hypervisor.scheduler": "credit1", "vm.*.tlb_flush": "kvm-pv"})
