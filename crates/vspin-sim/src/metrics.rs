@@ -19,7 +19,8 @@
 //! - `context_switches`: host switches between two different vCPU threads or from idle;
 //!   `migrations`: a host load balancer moved the runnable vCPU to another pCPU (a woken vCPU
 //!   placed elsewhere is not counted).
-//! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: synchronous IPIs sent;
+//! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: TLB flushes of other vCPUs
+//!   (synchronous IPIs, or the paravirtual flushes of `vm.tlb_flush`, which may send none);
 //!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
 //! - `out_of_order`: acquisitions that overtook a waiter who arrived earlier (only locks that
 //!   do not promise FIFO; for those that do, an overtake is an invariant violation).
