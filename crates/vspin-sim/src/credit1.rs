@@ -44,10 +44,14 @@
 //! Left out, as they do not act in the seeds' setups: caps (parking), soft affinity, NUMA nodes
 //! in the stealing order (peers are tried from the next pCPU round), the tick's check that a
 //! running vCPU would be better placed elsewhere, and Xen's own time in the scheduler.
-use crate::engine::{Event, Time};
+use crate::engine::{Event, Rng, Time};
 use crate::scenario::{Credit1Config, Credit1Yield};
 use crate::simulation::Sim;
 use crate::vcpu::Affinity;
+
+/// Random streams of the pCPUs' first slices are numbered from here, above every vCPU's and
+/// every pCPU's interruptions (`interruptions.rs`).
+const FIRST_SLICE_STREAM_BASE: u64 = 2 << 32;
 
 /// What reading the LAS page costs the guest: "the access time to the shared memory was 65.1
 /// cycle" (the LAS seed, §3).
@@ -157,6 +161,22 @@ impl Sim {
 
     fn pri(&self, v: u32) -> Priority {
         self.vcpus[v as usize].credit.pri
+    }
+
+    /// The host was not started with the VMs: each pCPU's first slice ends at a random point of
+    /// a slice, not all at one instant. Started together, the pCPUs would switch in lock step
+    /// for as long as no vCPU blocks (accounting and ticks preempt nothing), co-scheduling each
+    /// VM's vCPUs, the very cure for lock-holder preemption. The CFS hosts' counterpart is the
+    /// random initial vruntime (`add_vcpu`).
+    pub(crate) fn stagger_first_slices(&mut self) {
+        let Some(c) = &self.credit1 else { return };
+        let tslice = c.tslice_ns;
+        for p in 0..self.pcpus.len() as u32 {
+            if self.pcpus[p as usize].curr.is_some() {
+                let mut rng = Rng::stream(self.seed, FIRST_SLICE_STREAM_BASE + p as u64);
+                self.arm_slice_end(p, 1 + rng.below(tslice));
+            }
+        }
     }
 
     /// The first accounting, one slice after the start (`master_ticker`).
@@ -684,6 +704,22 @@ mod tests {
         s.credit1_schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(0), "ran 0.5 ms of a 1 ms rate limit: keeps the pCPU (Xen 4.2-4.7)");
         assert!(s.vcpus[0].credit.yielded, "the yield waits for the next schedule()");
+    }
+
+    #[test]
+    fn each_pcpus_first_slice_ends_at_its_own_random_point_of_a_slice() {
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"tas\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        for p in 0..2 {
+            s.pcpus[p].queued.push(p as u32);
+            s.schedule(p as u32);
+        }
+        let tslice = s.credit1().tslice_ns;
+        assert_eq!([s.pcpus[0].credit.slice_end, s.pcpus[1].credit.slice_end], [tslice, tslice], "both started at 0");
+        s.stagger_first_slices();
+        let ends = [s.pcpus[0].credit.slice_end, s.pcpus[1].credit.slice_end];
+        assert!(ends.iter().all(|&e| (1..=tslice).contains(&e)) && ends[0] != ends[1], "{ends:?}");
     }
 
     #[test]

@@ -159,7 +159,7 @@ pub struct Sim {
     pub(crate) interruptions: Option<HostInterruptions>,
     stop: bool,
     name: String,
-    seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// A run that broke an invariant.
@@ -477,6 +477,7 @@ impl Sim {
         for p in 0..self.pcpus.len() as u32 {
             self.schedule(p);
         }
+        self.stagger_first_slices();
         self.start_interruptions();
         self.start_periodic_balance();
         self.start_credit_accounting();
