@@ -914,7 +914,7 @@ impl Sim {
         let mut totals = Counters::default();
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
-        for vm in self.vms.iter().filter(|vm| !vm.host_threads) {
+        for vm in self.vms.iter_mut().filter(|vm| !vm.host_threads) {
             let mut time = TimeBreakdown::default();
             let mut counters = Counters::default();
             for vc in &self.vcpus[vm.vcpu_range()] {
@@ -931,7 +931,7 @@ impl Sim {
             }
             totals.add(&counters);
             let span = vm.completed_at.unwrap_or(now).max(1);
-            let e = &vm.ple_epochs;
+            let e = &mut vm.ple_epochs;
             vms.push(VmResult {
                 name: vm.name.clone(),
                 lock: vm.lock.to_string(),
@@ -946,7 +946,7 @@ impl Sim {
                 ple_epochs: e.epochs,
                 ple_inefficiency: (e.epochs > 0).then(|| e.inefficiency_sum / e.epochs as f64),
                 ple_window_mean_cycles: (e.exits_total > 0).then(|| e.window_cycles_sum as f64 / e.exits_total as f64),
-                ple_epoch_trace: e.trace.clone(),
+                ple_epoch_trace: e.trace.take(),
             });
         }
         RunResult {
