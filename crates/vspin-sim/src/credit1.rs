@@ -41,11 +41,30 @@
 //!   running vCPU's page (`slice_remaining`, read by the `las-tas` guest lock), and a guest yield
 //!   that gives the pCPU away is repaid the credits of the slice it left.
 //!
+//! - **Keeping a VM's vCPUs apart** (`pick = "patched"`, `push = true`: the `xen-yield` seed's
+//!   two shelved patches, "add knowledge of domains to cpu_pick()" and "periodically push vcpus
+//!   which have become co-located to different cpus"). Work stealing moves vCPUs without regard
+//!   to their VM, so two vCPUs of one VM come to share a pCPU, where one spins for a lock the
+//!   other holds but cannot run to release. The patches were attached to the e-mail and are not
+//!   public; the model reads the two sentences with Xen 4.0's own paths (`schedule.c`,
+//!   `sched_credit.c`): `csched_cpu_pick` is consulted only by the tick's check on a running
+//!   vCPU that has been earning a while (`csched_vcpu_acct`) and by `vcpu_migrate`. The patched
+//!   pick keeps the vCPU where it is unless its pCPU holds another vCPU of its VM (running or
+//!   queued), and then prefers a pCPU that holds none, an idle one first, cycling from the next
+//!   pCPU as `cycle_cpu` does; so at a tick a running vCPU with a sibling on its pCPU is
+//!   descheduled and woken on the chosen pCPU (`_VPF_migrating`, `context_saved`,
+//!   `vcpu_migrate`, `vcpu_wake`, which BOOSTs an UNDER vCPU as any wake does). Push runs with
+//!   each accounting (every slice, on the master pCPU, as `csched_acct` does) and moves queued
+//!   vCPUs only, to the pCPU the patched pick would choose, through the same wake; a running
+//!   vCPU is left to the pick. The stock pick ranks idle pCPUs by idle neighbours, which on a
+//!   host of one socket without SMT never finds one better than the vCPU's own, so the stock
+//!   tick check is not modelled.
+//!
 //! Left out, as they do not act in the seeds' setups: caps (parking), soft affinity, NUMA nodes
-//! in the stealing order (peers are tried from the next pCPU round), the tick's check that a
-//! running vCPU would be better placed elsewhere, and Xen's own time in the scheduler.
+//! in the stealing order (peers are tried from the next pCPU round), the stock pick's placement
+//! by idle neighbours (see above), and Xen's own time in the scheduler.
 use crate::engine::{Event, Rng, Time};
-use crate::scenario::{Credit1Config, Credit1Yield};
+use crate::scenario::{Credit1Config, Credit1Pick, Credit1Yield};
 use crate::simulation::Sim;
 use crate::vcpu::Affinity;
 
@@ -95,11 +114,16 @@ pub(crate) struct VcpuCredit {
     /// checks that the one pays for the other.
     pub burned: i64,
     pub ran_ns: u64,
+    /// `_VPF_migrating`: being descheduled to move to another pCPU, so not queued again here.
+    pub migrating: bool,
 }
 
 /// The scheduler's private data (`struct csched_private`).
 pub(crate) struct Credit1 {
     pub patched_yield: bool,
+    /// The seed's "pick" and "push" patches (module docs).
+    pub patched_pick: bool,
+    pub push: bool,
     /// LAS: slice ends published, guest yields compensated.
     pub las: bool,
     pub tslice_ns: Time,
@@ -123,6 +147,8 @@ impl Credit1 {
         let ticks = if cfg.tslice_ms < TICKS_PER_TSLICE as u32 { 1 } else { TICKS_PER_TSLICE };
         Credit1 {
             patched_yield: cfg.yield_ == Credit1Yield::Patched,
+            patched_pick: cfg.pick == Credit1Pick::Patched,
+            push: cfg.push,
             las: cfg.las,
             tslice_ns,
             tick_ns: (cfg.tslice_ms as Time * 1000 / ticks) * 1000,
@@ -250,6 +276,9 @@ impl Sim {
         let prev = self.pcpus[p as usize].curr;
         if let Some(c) = prev {
             self.uncharge(c);
+        }
+        // A migrating vCPU is not runnable here: neither kept by the rate limit nor queued.
+        if let Some(c) = prev.filter(|&c| !self.vcpus[c as usize].credit.migrating) {
             let ratelimit = self.credit1().ratelimit_ns;
             let ran = now - self.pcpus[p as usize].credit.running_since;
             if ratelimit > 0 && ran < ratelimit {
@@ -450,6 +479,7 @@ impl Sim {
     /// `csched_tick` on a busy pCPU: charge the running vCPU, end its BOOST, let it earn again
     /// (`csched_vcpu_acct`), and re-sort the run queue after an accounting.
     pub(crate) fn credit1_tick(&mut self, p: u32) {
+        let mut moving = None;
         if let Some(c) = self.pcpus[p as usize].curr {
             let cr = &mut self.vcpus[c as usize].credit;
             if cr.pri == Priority::Boost {
@@ -458,9 +488,79 @@ impl Sim {
             self.burn_credits(c);
             if !self.vcpus[c as usize].credit.active {
                 self.start_earning(c);
+            } else if self.credit1().patched_pick && self.apart_from_siblings(c).is_some() {
+                moving = Some(c);
             }
         }
         self.runq_sort(p);
+        if let Some(c) = moving {
+            self.migrate_running(c);
+        }
+    }
+
+    /// Whether pCPU `q` holds, running or queued, a vCPU of `v`'s VM other than `v`.
+    fn holds_sibling(&self, q: u32, v: u32) -> bool {
+        let vm = self.vcpus[v as usize].vm;
+        let pc = &self.pcpus[q as usize];
+        pc.curr.iter().chain(&pc.queued).any(|&u| u != v && self.vcpus[u as usize].vm == vm)
+    }
+
+    /// The patched `csched_cpu_pick`'s answer for `v` when it is not `v`'s own pCPU: if that pCPU
+    /// holds a sibling, the first pCPU that holds none, idle ones first, tried from the next
+    /// pCPU round (`cycle_cpu`).
+    fn apart_from_siblings(&self, v: u32) -> Option<u32> {
+        let p = self.vcpus[v as usize].pcpu;
+        if !self.holds_sibling(p, v) {
+            return None;
+        }
+        let n = self.pcpus.len() as u32;
+        let allowed = |q: u32| match self.vcpus[v as usize].affinity {
+            Affinity::Any => true,
+            Affinity::Pinned(x) => x == q,
+        };
+        let mut free = (1..n).map(|i| (p + i) % n).filter(|&q| allowed(q) && !self.holds_sibling(q, v));
+        let first = free.next()?;
+        Some(std::iter::once(first).chain(free).find(|&q| self.pcpus[q as usize].curr.is_none()).unwrap_or(first))
+    }
+
+    /// The running vCPU `v` leaves its pCPU (`_VPF_migrating`: `schedule()` runs without it)
+    /// and, once saved, is placed by the patched pick (`vcpu_migrate`).
+    fn migrate_running(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        self.vcpus[v as usize].credit.migrating = true;
+        self.schedule(p);
+        self.vcpus[v as usize].credit.migrating = false;
+        let to = self.apart_from_siblings(v).unwrap_or(p);
+        self.wake_elsewhere(v, to);
+    }
+
+    /// `vcpu_migrate`'s end for a runnable vCPU `v` on no run queue: it now belongs to `to` and
+    /// wakes there, BOOSTed if UNDER like any woken vCPU (`csched_vcpu_wake`).
+    fn wake_elsewhere(&mut self, v: u32, to: u32) {
+        if self.vcpus[v as usize].pcpu != to {
+            self.vcpus[v as usize].counters.migrations += 1;
+            self.set_task_cpu(v, to);
+        }
+        self.credit1_wake(v);
+    }
+
+    /// The "push" patch, with each accounting: every vCPU queued on a pCPU that holds another
+    /// vCPU of its VM moves where the patched pick would put it (`vcpu_force_reschedule`'s
+    /// sleep and migrate, for a vCPU not running).
+    fn push_apart(&mut self) {
+        for p in 0..self.pcpus.len() as u32 {
+            let queued = self.pcpus[p as usize].queued.clone();
+            for v in queued {
+                // An earlier move's wake may have let another pCPU steal `v`.
+                if !self.pcpus[p as usize].queued.contains(&v) {
+                    continue;
+                }
+                if let Some(to) = self.apart_from_siblings(v) {
+                    self.pcpus[p as usize].queued.retain(|&q| q != v);
+                    self.wake_elsewhere(v, to);
+                }
+            }
+        }
     }
 
     /// `__csched_vcpu_acct_start`: `v` joins its domain's active list, and the domain the head
@@ -547,7 +647,11 @@ impl Sim {
         c.active_domains = order;
         c.credit_balance = balance;
         c.runq_sort += 1;
+        let push = c.push;
         self.q.push(self.now + tslice, Event::CreditAccounting);
+        if push {
+            self.push_apart();
+        }
     }
 }
 
@@ -756,5 +860,87 @@ mod tests {
         }
         // vCPU 0 ran 0-10 and 25-30 ms, vCPU 1 10-25 and 30-40 ms.
         assert_eq!((s.vcpus[0].credit.credit, s.vcpus[1].credit.credit), (-150, -250));
+    }
+
+    /// VM `a` (vCPUs 0, 1) and VM `b` (2, 3) unpinned on the two pCPUs of `test_host`, with the
+    /// given `credit1` settings: pCPU 0 runs vCPU 0 with its sibling 1 queued, pCPU 1 runs
+    /// vCPU 2 with its sibling 3 queued, all UNDER and earning.
+    fn co_located(credit1: &str) -> crate::simulation::Sim {
+        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ {credit1} }}\n");
+        let vm = |name| format!("[[vm]]\nname = \"{name}\"\nvcpus = 2\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        let mut s = host(&hv, false, &(vm("a") + &vm("b")));
+        for (p, run, queued) in [(0, 0, 1), (1, 2, 3)] {
+            s.pcpus[p as usize].curr = Some(run);
+            (s.vcpus[run as usize].pcpu, s.vcpus[run as usize].host) = (p, HostState::Running);
+            (s.vcpus[queued as usize].pcpu, s.vcpus[queued as usize].host) = (p, HostState::Runnable);
+            s.pcpus[p as usize].queued.push(queued);
+        }
+        for v in 0..4 {
+            s.start_earning(v);
+        }
+        s
+    }
+
+    #[test]
+    fn the_patched_pick_moves_a_running_vcpu_off_its_siblings_pcpu_at_a_tick() {
+        let mut s = co_located("pick = \"patched\"");
+        s.credit1_tick(0);
+        assert_eq!(s.vcpus[0].pcpu, 1, "VM a's vCPU 0 goes where no vCPU of a is");
+        assert_eq!(s.vcpus[0].counters.migrations, 1);
+        assert_eq!(s.pcpus[0].curr, Some(1), "its sibling runs in its place");
+        assert_eq!(s.vcpus[0].credit.pri, Priority::Boost, "woken there like any vCPU (csched_vcpu_wake)");
+        assert_eq!(s.pcpus[1].curr, Some(0), "and, BOOSTed, preempts VM b's UNDER vCPU");
+        assert!(!s.vcpus[0].credit.migrating);
+    }
+
+    #[test]
+    fn the_stock_pick_leaves_co_located_vcpus_where_they_are() {
+        let mut s = co_located("pick = \"stock\"");
+        s.credit1_tick(0);
+        assert_eq!((s.vcpus[0].pcpu, s.pcpus[0].curr), (0, Some(0)));
+        assert_eq!(s.vcpus[0].counters.migrations, 0);
+    }
+
+    #[test]
+    fn the_patched_pick_keeps_a_vcpu_with_no_sibling_on_its_pcpu() {
+        let mut s = co_located("pick = \"patched\"");
+        // vCPU 1 leaves pCPU 0 (it blocked, say): vCPU 0 is alone of its VM there.
+        s.pcpus[0].queued.clear();
+        s.credit1_tick(0);
+        assert_eq!((s.vcpus[0].pcpu, s.pcpus[0].curr), (0, Some(0)));
+    }
+
+    #[test]
+    fn push_moves_queued_vcpus_off_their_siblings_pcpus_at_each_accounting() {
+        let mut s = co_located("push = true");
+        // pCPU 1 runs VM a's vCPU 1 instead, so vCPU 1 has somewhere to go and vCPU 3 has not.
+        s.pcpus[0].queued.clear();
+        s.pcpus[1].queued.clear();
+        (s.pcpus[0].curr, s.pcpus[1].curr) = (Some(0), Some(1));
+        s.pcpus[0].queued.push(2);
+        s.pcpus[0].queued.push(3);
+        for (v, p, host) in [(1, 1, HostState::Running), (2, 0, HostState::Runnable), (3, 0, HostState::Runnable)] {
+            (s.vcpus[v as usize].pcpu, s.vcpus[v as usize].host) = (p, host);
+        }
+        s.credit_accounting();
+        assert_eq!(s.vcpus[2].pcpu, 1, "VM b's vCPU 2 shared pCPU 0 with its sibling 3: pushed to pCPU 1");
+        assert_eq!(s.vcpus[2].counters.migrations, 1);
+        assert_eq!(s.vcpus[3].pcpu, 0, "then vCPU 3 is alone of its VM on pCPU 0 and stays");
+        assert!(s.pcpus[1].queued.contains(&2) || s.pcpus[1].curr == Some(2));
+        assert_eq!(s.vcpus[0].pcpu, 0, "a running vCPU is left to the pick");
+    }
+
+    #[test]
+    fn a_pinned_vcpu_is_never_pushed_or_picked_away() {
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { pick = \"patched\", push = true }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = [0, 0, 0]\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        queue(&mut s, Priority::Under, &[Priority::Under, Priority::Under]);
+        for v in 0..3 {
+            s.start_earning(v);
+        }
+        s.credit1_tick(0);
+        s.credit_accounting();
+        assert!((0..3).all(|v| s.vcpus[v].pcpu == 0 && s.vcpus[v].counters.migrations == 0));
     }
 }

@@ -63,6 +63,7 @@ macro_rules! named_values {
 
 named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618, "credit1" => Credit1 });
 named_values!(Credit1Yield { "stock" => Stock, "patched" => Patched });
+named_values!(Credit1Pick { "stock" => Stock, "patched" => Patched });
 named_values!(DirectedYieldKind {
     "off" => Off,
     "kvm-3.5" => Kvm35,
@@ -305,11 +306,26 @@ pub struct Credit1Config {
     /// guest (`slice_remaining`, read by the `las-tas` lock), and a guest's `SCHEDOP_yield`
     /// earns back the credits of the slice it gives up.
     pub las: bool,
+    /// Where `csched_cpu_pick` places a vCPU: `"stock"`, by idle neighbours only, which on a
+    /// host without SMT or sockets never moves a running vCPU; `"patched"`, the `xen-yield`
+    /// seed's "pick" patch: away from a pCPU that holds another vCPU of its VM, if some pCPU
+    /// holds none (`credit1.rs`, "Keeping a VM's vCPUs apart"). Never upstream.
+    pub pick: Credit1Pick,
+    /// The seed's "push" patch: every accounting period, a vCPU queued on a pCPU that holds
+    /// another vCPU of its VM moves to a pCPU that holds none. Never upstream.
+    pub push: bool,
 }
 
 impl Default for Credit1Config {
     fn default() -> Self {
-        Credit1Config { yield_: Credit1Yield::Patched, tslice_ms: 30, ratelimit_us: 0, las: false }
+        Credit1Config {
+            yield_: Credit1Yield::Patched,
+            tslice_ms: 30,
+            ratelimit_us: 0,
+            las: false,
+            pick: Credit1Pick::Stock,
+            push: false,
+        }
     }
 }
 
@@ -318,6 +334,14 @@ impl Default for Credit1Config {
 pub enum Credit1Yield {
     Stock,
     #[default]
+    Patched,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credit1Pick {
+    #[default]
+    Stock,
     Patched,
 }
 

@@ -44,7 +44,13 @@ fn scenario() -> impl Strategy<Value = String> {
                 let ple = if ple == "kvm" || ple == "aple" { "fixed" } else { ple };
                 let yield_ = if balance == "periodic" { "patched" } else { "stock" };
                 let (tslice, ratelimit) = if poll == 0 { (2, 0) } else { (5, 1000) };
-                format!("ple = {{ policy = \"{ple}\" }}\ncredit1 = {{ yield = \"{yield_}\", tslice_ms = {tslice}, ratelimit_us = {ratelimit} }}\n")
+                // The seed's pick and push patches, in all four combinations.
+                let pick = if dy.starts_with("kvm") { "patched" } else { "stock" };
+                let push = dy.starts_with("hvs") || dy == "kvm";
+                format!(
+                    "ple = {{ policy = \"{ple}\" }}\ncredit1 = {{ yield = \"{yield_}\", tslice_ms = {tslice}, \
+                     ratelimit_us = {ratelimit}, pick = \"{pick}\", push = {push} }}\n"
+                )
             } else {
                 // APLE's epochs shortened, so that a 15 ms run moves its window several times.
                 let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };

@@ -394,3 +394,31 @@ fn credit1s_pcpus_do_not_switch_in_lock_step() {
     let spin = t.spin_ns as f64 / t.total() as f64;
     assert!(vm.counters.lhp_events >= 1 && spin > 0.015, "{} preempted holders, {spin:.4} spinning", vm.counters.lhp_events);
 }
+
+/// The `xen-yield` seed's host: two 4-vCPU Windows guests building on 4 unpinned cores under
+/// credit1 with the stock yield and Xen's PLE, with the pick and push patches or without.
+fn xen_build_host(apart: bool, seed: u64) -> Scenario {
+    let (pick, push) = if apart { ("patched", true) } else { ("stock", false) };
+    let vm = |name: &str| {
+        format!("[[vm]]\nname = \"{name}\"\nvcpus = 4\nlock = \"tas-yield\"\nworkload = {{ preset = \"kernbench\" }}\n")
+    };
+    Scenario::from_toml(&format!(
+        "seed = {seed}\nduration_ms = 1000\n[host]\ncores_per_socket = 4\n[hypervisor]\nscheduler = \"credit1\"\n\
+         credit1 = {{ yield = \"stock\", pick = \"{pick}\", push = {push} }}\n{}{}",
+        vm("a"),
+        vm("b")
+    ))
+    .expect("valid scenario")
+}
+
+#[test]
+fn keeping_a_vms_vcpus_on_different_pcpus_recovers_throughput_under_credit1() {
+    // Work stealing puts two vCPUs of one VM on one pCPU, where one spins for a lock or a flush
+    // the other cannot run to finish. Measured (seeds 1-6): 217k work units/s without the
+    // patches, 285k with them (1.31x).
+    let apart = throughput_over_seeds(6, |s| xen_build_host(true, s));
+    let together = throughput_over_seeds(6, |s| xen_build_host(false, s));
+    assert!(apart > 1.15 * together, "pick and push {apart:.0} against stock {together:.0}");
+    let moved: u64 = run(&xen_build_host(true, 1)).vcpus.iter().map(|v| v.counters.migrations).sum();
+    assert!(moved > 0, "the patches move vCPUs");
+}
