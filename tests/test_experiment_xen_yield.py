@@ -13,7 +13,7 @@ def test_xen_yield_quick_report_is_complete_and_deterministic(tmp_path):
     again = reproduce("xen-yield", "quick", tmp_path / "b", workers=1)["xen-yield"]
     assert first == again
     assert [f["id"] for f in first["figures"]] == ["table.ple-on", "spin.ple-on", "table.ple-off", "spin.ple-off"]
-    assert len(first["checks"]) == 8
+    assert len(first["checks"]) == 12
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "xen-yield" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "xen-yield"
