@@ -55,8 +55,9 @@
 //!   descheduled and woken on the chosen pCPU (`_VPF_migrating`, `context_saved`,
 //!   `vcpu_migrate`, `vcpu_wake`, which BOOSTs an UNDER vCPU as any wake does). Push runs with
 //!   each accounting (every slice, on the master pCPU, as `csched_acct` does) and moves queued
-//!   vCPUs only, to the pCPU the patched pick would choose, through the same wake; a running
-//!   vCPU is left to the pick. The stock pick ranks idle pCPUs by idle neighbours, which on a
+//!   vCPUs only, to the pCPU the patched pick would choose, through the same `vcpu_migrate` and
+//!   wake (our choice: Xen's stealing moves a queued vCPU without a BOOST); a running vCPU is
+//!   left to the pick. The stock pick ranks idle pCPUs by idle neighbours, which on a
 //!   host of one socket without SMT never finds one better than the vCPU's own, so the stock
 //!   tick check is not modelled.
 //!
@@ -276,8 +277,13 @@ impl Sim {
         let prev = self.pcpus[p as usize].curr;
         if let Some(c) = prev {
             self.uncharge(c);
+            // A migrating vCPU is not runnable here: neither kept by the rate limit nor queued,
+            // and a yield it made ends with this `schedule()`, as `csched_schedule` clears
+            // `CSCHED_FLAG_VCPU_YIELD` at every call.
+            if self.vcpus[c as usize].credit.migrating {
+                self.vcpus[c as usize].credit.yielded = false;
+            }
         }
-        // A migrating vCPU is not runnable here: neither kept by the rate limit nor queued.
         if let Some(c) = prev.filter(|&c| !self.vcpus[c as usize].credit.migrating) {
             let ratelimit = self.credit1().ratelimit_ns;
             let ran = now - self.pcpus[p as usize].credit.running_since;
@@ -530,6 +536,8 @@ impl Sim {
         self.vcpus[v as usize].credit.migrating = true;
         self.schedule(p);
         self.vcpus[v as usize].credit.migrating = false;
+        // `vcpu_migrate` picks again (with `commit`): if no pCPU is free of siblings now, the
+        // vCPU wakes where it was, BOOSTed, as it would in Xen.
         let to = self.apart_from_siblings(v).unwrap_or(p);
         self.wake_elsewhere(v, to);
     }
@@ -545,8 +553,9 @@ impl Sim {
     }
 
     /// The "push" patch, with each accounting: every vCPU queued on a pCPU that holds another
-    /// vCPU of its VM moves where the patched pick would put it (`vcpu_force_reschedule`'s
-    /// sleep and migrate, for a vCPU not running).
+    /// vCPU of its VM moves where the patched pick would put it, by `vcpu_sleep_nosync` and
+    /// `vcpu_migrate` as `__vcpu_set_affinity` moves a vCPU (our choice: the patch is not public;
+    /// Xen's other mover of queued vCPUs, stealing, does not BOOST them).
     fn push_apart(&mut self) {
         for p in 0..self.pcpus.len() as u32 {
             let queued = self.pcpus[p as usize].queued.clone();
@@ -890,6 +899,7 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1), "its sibling runs in its place");
         assert_eq!(s.vcpus[0].credit.pri, Priority::Boost, "woken there like any vCPU (csched_vcpu_wake)");
         assert_eq!(s.pcpus[1].curr, Some(0), "and, BOOSTed, preempts VM b's UNDER vCPU");
+        assert!(!s.pcpus[0].queued.contains(&0), "not queued again where it left");
         assert!(!s.vcpus[0].credit.migrating);
     }
 
@@ -927,7 +937,20 @@ mod tests {
         assert_eq!(s.vcpus[2].counters.migrations, 1);
         assert_eq!(s.vcpus[3].pcpu, 0, "then vCPU 3 is alone of its VM on pCPU 0 and stays");
         assert!(s.pcpus[1].queued.contains(&2) || s.pcpus[1].curr == Some(2));
-        assert_eq!(s.vcpus[0].pcpu, 0, "a running vCPU is left to the pick");
+    }
+
+    #[test]
+    fn push_leaves_a_running_vcpu_to_the_pick() {
+        let mut s = co_located("push = true");
+        // pCPU 1 idle: vCPU 1, queued beside its running sibling 0, goes there; 0 stays.
+        s.pcpus[1].queued.clear();
+        s.pcpus[1].curr = None;
+        for v in [2, 3] {
+            s.vcpus[v].host = HostState::Blocked;
+        }
+        s.credit_accounting();
+        assert_eq!((s.vcpus[1].pcpu, s.pcpus[1].curr), (1, Some(1)), "the queued sibling moves, to the idle pCPU");
+        assert_eq!((s.vcpus[0].pcpu, s.pcpus[0].curr), (0, Some(0)), "the running one stays");
     }
 
     #[test]

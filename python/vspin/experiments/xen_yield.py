@@ -153,9 +153,9 @@ class XenYield(Experiment):
                   f"÷ stock at 2-4 VMs: pick {fmt(alone['pick'])}, push {fmt(alone['push'])} (claim: each "
                   "'made significant contributions when made alone'; above 1 at every count and by at least 5% "
                   "on average; the seed gives no numbers)"),
-            Check(f"{host}.all_three_within_2pct_of_yield", fig, all(abs(r - 1) <= 0.02 for r in together),
-                  f"pick+push+yield ÷ yield at 2-4 VMs: {fmt3(together)} (claim: within 2%; seed 1.017, 1.013, "
-                  "1.015)"),
+            Check(f"{host}.all_three_ahead_of_yield_by_under_2pct", fig, all(1 <= r <= 1.02 for r in together),
+                  f"pick+push+yield ÷ yield at 2-4 VMs: {fmt3(together)} (claim: yield alone is lower 'only by "
+                  "a marginal amount -- less than 2% in all cases'; seed 1.017, 1.013, 1.015)"),
         ]
 
 
