@@ -17,8 +17,8 @@
 //!   the waiter's side: a lock wait that has executed 2^10 PAUSEs is counted once, at that
 //!   moment, as `lhp_waits` if the lock is held and as `lwp_waits` if it is free (`monitor`).
 //! - `context_switches`: host switches between two different vCPU threads or from idle;
-//!   `migrations`: a host load balancer moved the runnable vCPU to another pCPU (a woken vCPU
-//!   placed elsewhere is not counted).
+//!   `migrations`: a host load balancer moved the runnable vCPU to another pCPU (under credit1:
+//!   a steal, or the pick and push patches; a woken vCPU placed elsewhere is not counted).
 //! - `acquisitions`: guest spinlock acquisitions; `shootdowns`: TLB flushes of other vCPUs
 //!   (synchronous IPIs, or the paravirtual flushes of `vm.tlb_flush`, which may send none);
 //!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
