@@ -20,6 +20,8 @@ pub enum Event {
     SliceEnd { pcpu: u32, gen: u32 },
     /// credit1's accounting on the master pCPU, every slice (`credit1.rs`).
     CreditAccounting,
+    /// A gang row's turn ends (`gang.rs`).
+    GangTurn { gen: u32 },
     /// A pCPU's periodic load balancing is due (`load_balance.rs`).
     Balance { pcpu: u32 },
     /// A host interruption of a pCPU (`interruptions`).

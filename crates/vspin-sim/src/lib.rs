@@ -37,6 +37,7 @@ mod cpuidle;
 mod credit1;
 mod directed_yield;
 mod eevdf;
+mod gang;
 mod guest;
 mod halt;
 mod interruptions;

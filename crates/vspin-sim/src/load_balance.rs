@@ -59,6 +59,7 @@ fn busy_factor(scheduler: SchedulerKind) -> u64 {
         SchedulerKind::Cfs => 32,
         SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => 16,
         SchedulerKind::Credit1 => unreachable!("Xen's credit1 balances by stealing (credit1.rs)"),
+        SchedulerKind::Gang => unreachable!("a gang's vCPUs keep their pCPUs (gang.rs)"),
     }
 }
 

@@ -231,6 +231,7 @@ impl Sim {
     /// Lost wake-up and missed-write audit.
     pub(crate) fn audit(&mut self) {
         self.audit_credits();
+        self.audit_gang();
         for v in 0..self.vcpus.len() as u32 {
             let vc = &self.vcpus[v as usize];
             if let Act::Spin { word, stale: false, .. } = vc.act {

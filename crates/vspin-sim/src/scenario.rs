@@ -61,7 +61,7 @@ macro_rules! named_values {
     };
 }
 
-named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618, "credit1" => Credit1 });
+named_values!(SchedulerKind { "cfs" => Cfs, "eevdf" => Eevdf, "eevdf-6.18" => Eevdf618, "credit1" => Credit1, "gang" => Gang });
 named_values!(Credit1Yield { "stock" => Stock, "patched" => Patched });
 named_values!(Credit1Pick { "stock" => Stock, "patched" => Patched });
 named_values!(DirectedYieldKind {
@@ -285,6 +285,26 @@ pub struct HypervisorConfig {
     /// Xen credit1's settings; only with `scheduler = "credit1"`.
     #[serde(default)]
     pub credit1: Option<Credit1Config>,
+    /// Gang scheduling's settings; only with `scheduler = "gang"`.
+    #[serde(default)]
+    pub gang: Option<GangConfig>,
+}
+
+/// Strict gang scheduling (`gang.rs`): each VM's vCPUs run all at once or not at all.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GangConfig {
+    /// How long each row of the gang matrix runs before the next (ms). The default, 6 ms, is the
+    /// slice a CFS host gives each of two vCPUs sharing a pCPU (`sched_latency` 12 ms ÷ 2), so
+    /// that a gang host differs from the 2×-over-committed CFS host it is compared with in who
+    /// runs together, not in how often the pCPUs switch (`docs/calibration.md`).
+    pub slice_ms: u32,
+}
+
+impl Default for GangConfig {
+    fn default() -> Self {
+        GangConfig { slice_ms: 6 }
+    }
 }
 
 /// Xen credit1 (`credit1.rs`, `kernel-mechanisms.md` §6). The defaults are Xen 4.1's, the first
@@ -383,6 +403,10 @@ pub enum SchedulerKind {
     /// Xen's credit1 (`credit1.rs`): credits, BOOST/UNDER/OVER priorities, a 30 ms slice, work
     /// stealing; a PLE exit yields (`SCHEDOP_yield`) instead of searching for a candidate.
     Credit1,
+    /// Strict gang scheduling (`gang.rs`): the VMs take turns in rows, each running all its
+    /// vCPUs at once on pCPUs of their own; the reference with no lock-holder or lock-waiter
+    /// preemption while a sibling runs.
+    Gang,
 }
 
 impl SchedulerKind {
@@ -837,6 +861,7 @@ impl Scenario {
         }
         self.validate_aple()?;
         self.validate_credit1()?;
+        self.validate_gang()?;
         if self.hypervisor.halt_poll.max_ns as f64 > MAX_TIME_NS {
             let max = self.hypervisor.halt_poll.max_ns;
             return Err(err("hypervisor.halt_poll.max_ns", format!("{max} is out of range; allowed 0..={MAX_TIME_NS:e} (one simulated hour)")));
@@ -934,6 +959,45 @@ impl Scenario {
         Ok(())
     }
 
+    /// Gang scheduling: its settings only under it, and every VM gang-schedulable: no more vCPUs
+    /// than pCPUs, each on a pCPU of its own, and no host thread outside the gangs.
+    fn validate_gang(&self) -> Result<(), ScenarioError> {
+        let hv = &self.hypervisor;
+        if hv.scheduler != SchedulerKind::Gang {
+            return match hv.gang {
+                Some(_) => Err(err("hypervisor.gang", format!("applies only to scheduler = \"gang\", not {:?}", hv.scheduler.name()))),
+                None => Ok(()),
+            };
+        }
+        let g = hv.gang.clone().unwrap_or_default();
+        if !GANG_SLICE_MS.contains(&g.slice_ms) {
+            return Err(err("hypervisor.gang.slice_ms", format!("{} is out of range; allowed {GANG_SLICE_MS:?}", g.slice_ms)));
+        }
+        if hv.halt_poll.max_ns > 0 {
+            return Err(err("hypervisor.halt_poll.max_ns", "a gang's pCPU idles while its vCPU halts; halt polling is not modelled under scheduler = \"gang\"; allowed 0"));
+        }
+        if self.host.background.is_some() {
+            return Err(err(
+                "host.background",
+                "host threads belong to no gang, and scheduler = \"gang\" runs nothing but the VMs' rows; remove it (host.interruptions still applies)",
+            ));
+        }
+        let n = self.pcpus();
+        for (i, vm) in self.vms.iter().enumerate() {
+            if vm.vcpus > n {
+                let msg = format!("{} vCPUs cannot run at once on {n} pCPUs, as scheduler = \"gang\" runs a VM; allowed at most {n}", vm.vcpus);
+                return Err(err(format!("vm[{i}].vcpus"), msg));
+            }
+            if let Pinning::List(l) = &vm.pin {
+                if let Some(j) = (1..l.len()).find(|&j| l[..j].contains(&l[j])) {
+                    let msg = format!("pCPU {} is listed twice; under scheduler = \"gang\" a VM's vCPUs run at once, each on a pCPU of its own", l[j]);
+                    return Err(err(format!("vm[{i}].pin[{j}]"), msg));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Xen's settings only under Xen, and KVM's halt polling never there.
     fn validate_credit1(&self) -> Result<(), ScenarioError> {
         let hv = &self.hypervisor;
@@ -987,6 +1051,9 @@ impl Scenario {
     /// value after parsing, hence the check on the keys given); the PLE window, unless given,
     /// is Xen's fixed one (`ple_window = 4096`, `ple_gap = 128` in Xen's `vmx.c`).
     fn xen_settings(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        if self.hypervisor.scheduler == SchedulerKind::Gang {
+            return self.gang_settings(given);
+        }
         if self.hypervisor.scheduler != SchedulerKind::Credit1 {
             return Ok(());
         }
@@ -1017,6 +1084,21 @@ impl Scenario {
             );
             return Err(err(format!("vm[{i}].tlb_flush"), msg));
         }
+        Ok(())
+    }
+
+    /// Under gang scheduling a PLE exit has no vCPU to yield to (every runnable vCPU of the VM
+    /// is running), so directed yield is off, and the host balances nothing: both keys are
+    /// refused when given.
+    fn gang_settings(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        let hv = given.get("hypervisor");
+        for key in ["directed_yield", "load_balance"] {
+            if hv.and_then(|h| h.get(key)).is_some() {
+                let msg = "does not apply under scheduler = \"gang\": every runnable vCPU of a VM runs while its row does, so a PLE exit has no one to yield to, and each vCPU keeps its pCPU (docs/scenario.md)";
+                return Err(err(format!("hypervisor.{key}"), msg));
+            }
+        }
+        self.hypervisor.directed_yield = DirectedYieldKind::Off;
         Ok(())
     }
 
@@ -1151,6 +1233,9 @@ const TICK_HZ: RangeInclusive<u32> = 10..=10_000;
 /// `XEN_SYSCTL_SCHED_RATELIMIT_*`).
 const CREDIT1_TSLICE_MS: RangeInclusive<u32> = 1..=1000;
 const CREDIT1_RATELIMIT_US: RangeInclusive<u32> = 100..=500_000;
+/// A gang row's slice (ms): from a millisecond (below, the row switches would dominate) to a
+/// second, as Xen bounds its slice.
+const GANG_SLICE_MS: RangeInclusive<u32> = 1..=1000;
 /// APLE's windows and step: positive and within the VMCS's 32-bit `PLE_WINDOW` field.
 const APLE_WINDOW_CYCLES: RangeInclusive<u64> = 1..=u32::MAX as u64;
 /// PLE exits per APLE epoch (the seed's 1,000 among them).

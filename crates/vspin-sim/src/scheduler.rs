@@ -110,6 +110,7 @@ impl Sim {
             }
             SchedulerKind::Cfs => {}
             SchedulerKind::Credit1 => unreachable!("credit1 picks in credit1_schedule"),
+            SchedulerKind::Gang => unreachable!("a gang's pCPU runs its row's vCPU (gang_schedule)"),
         }
         let rq = &self.pcpus[p as usize];
         let cands = || rq.queued.iter().copied().chain(rq.curr);
@@ -136,6 +137,9 @@ impl Sim {
     pub(crate) fn schedule(&mut self, p: u32) {
         if self.credit1.is_some() {
             return self.credit1_schedule(p);
+        }
+        if self.gang.is_some() {
+            return self.gang_schedule(p);
         }
         self.update_curr(p);
         let prev = self.pcpus[p as usize].curr;
@@ -251,6 +255,10 @@ impl Sim {
     /// next wake-up's pick compares against, so it runs for one thread too; under credit1 it
     /// charges the running vCPU (every 10 ms, not the host's `hz`).
     pub(crate) fn maybe_arm_tick(&mut self, p: u32) {
+        // Gang turns are host-wide (`gang.rs`): no pCPU's tick decides anything.
+        if self.gang.is_some() {
+            return;
+        }
         let needed = if self.scheduler == SchedulerKind::Cfs { 2 } else { 1 };
         if !self.pcpus[p as usize].tick_armed && self.nr_runnable(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
@@ -298,6 +306,10 @@ impl Sim {
         if self.credit1.is_some() {
             return self.credit1_yield(v);
         }
+        // A gang's pCPU has no one else to run while the row's turn lasts.
+        if self.gang.is_some() {
+            return;
+        }
         if self.scheduler.is_eevdf() {
             return self.eevdf_yield(p, v);
         }
@@ -334,6 +346,9 @@ impl Sim {
     pub(crate) fn enqueue_woken(&mut self, v: u32) {
         if self.credit1.is_some() {
             return self.credit1_wake(v);
+        }
+        if self.gang.is_some() {
+            return self.gang_wake(v);
         }
         // EEVDF v6.18: a delayed vCPU is still on its run queue (`ttwu_runnable`): it is woken
         // where it is, and only the preemption check runs (after `update_curr`, as there).
@@ -381,6 +396,7 @@ impl Sim {
             SchedulerKind::Cfs => self.vr(c) - self.vr(v) > self.costs.wakeup_granularity as i64,
             SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => self.pick_eevdf(p, true) == Some(v),
             SchedulerKind::Credit1 => unreachable!("credit1 wakes through credit1_wake"),
+            SchedulerKind::Gang => unreachable!("a gang wakes through gang_wake"),
         };
         if !wins {
             return;
@@ -431,6 +447,9 @@ impl Sim {
         if self.credit1.is_some() {
             return self.credit_stop_running(v);
         }
+        if self.gang.is_some() {
+            return;
+        }
         self.update_curr(p);
         self.clear_buddies(p, v);
         if self.scheduler.is_eevdf() && !self.delay_dequeue(p, v) {
@@ -446,6 +465,7 @@ impl Sim {
             SchedulerKind::Cfs => MIGRATION_COST_NS,
             SchedulerKind::Eevdf | SchedulerKind::Eevdf618 => NEWIDLE_LB_COST_NS,
             SchedulerKind::Credit1 => unreachable!("credit1 steals in credit1_schedule"),
+            SchedulerKind::Gang => unreachable!("a gang's pCPU idles while its row's vCPU halts"),
         };
         if self.pcpus[p as usize].avg_idle < gate {
             return;

@@ -141,6 +141,8 @@ pub struct Sim {
     pub(crate) load_balance: LoadBalanceKind,
     /// Xen credit1's private data, when it schedules.
     pub(crate) credit1: Option<crate::credit1::Credit1>,
+    /// Gang scheduling's matrix and turn (`gang.rs`); `None` under any other scheduler.
+    pub(crate) gang: Option<crate::gang::Gang>,
     pub(crate) pcpus: Vec<Pcpu>,
     pub(crate) topology: Topology,
     pub(crate) idle_states: Vec<IdleState>,
@@ -271,6 +273,8 @@ impl Sim {
             load_balance: sc.hypervisor.load_balance,
             credit1: (sc.hypervisor.scheduler == SchedulerKind::Credit1)
                 .then(|| crate::credit1::Credit1::new(&sc.hypervisor.credit1.clone().unwrap_or_default())),
+            gang: (sc.hypervisor.scheduler == SchedulerKind::Gang)
+                .then(|| crate::gang::Gang::new(&sc.vms, n, sc.hypervisor.gang.clone().unwrap_or_default().slice_ms)),
             pcpus: (0..n).map(|_| Pcpu::idle()).collect(),
             topology,
             idle_states: h.idle_states.clone(),
@@ -320,6 +324,8 @@ impl Sim {
         self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo)));
         for i in 0..vm.vcpus {
             let affinity = match &vm.pin {
+                // A gang's vCPUs keep the pCPUs of its row (`gang.rs`).
+                _ if self.gang.is_some() => Affinity::Pinned(self.gang.as_ref().map_or(0, |g| g.pcpu_of[vm_id as usize][i as usize])),
                 Pinning::List(l) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
                 Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
                 Pinning::Named(_) => Affinity::Any,
@@ -481,6 +487,7 @@ impl Sim {
         self.start_interruptions();
         self.start_periodic_balance();
         self.start_credit_accounting();
+        self.start_gang_turns();
         self.q.push(AUDIT_PERIOD_NS, Event::Audit);
         self.q.push(self.end, Event::End);
         while let Some((t, ev)) = self.q.pop() {
@@ -493,6 +500,7 @@ impl Sim {
                 Event::Balance { pcpu } => self.periodic_balance(pcpu),
                 Event::SliceEnd { pcpu, gen } => self.slice_end(pcpu, gen),
                 Event::CreditAccounting => self.credit_accounting(),
+                Event::GangTurn { gen } => self.gang_turn_ends(gen),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {

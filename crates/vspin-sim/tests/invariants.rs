@@ -27,7 +27,7 @@ fn scenario() -> impl Strategy<Value = String> {
             prop::sample::select(vec!["off", "kvm-3.5", "kvm", "kvm-6.8", "kvm-6.18", "hvs", "hvs-cpth-r", "hvs-cpth-l", "hvs-cch"]),
             1u32..=2,
             1u32..=3,
-            prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18", "credit1"]),
+            prop::sample::select(vec!["cfs", "eevdf", "eevdf-6.18", "credit1", "gang"]),
             prop::sample::select(vec![0u64, 200_000]),
             prop::sample::select(vec!["periodic", "newidle"]),
         ),
@@ -51,6 +51,10 @@ fn scenario() -> impl Strategy<Value = String> {
                     "ple = {{ policy = \"{ple}\" }}\ncredit1 = {{ yield = \"{yield_}\", tslice_ms = {tslice}, \
                      ratelimit_us = {ratelimit}, pick = \"{pick}\", push = {push} }}\n"
                 )
+            } else if scheduler == "gang" {
+                // Its own turns: no directed yield, balancing or halt polling; short turns.
+                let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };
+                format!("ple = {{ policy = {ple} }}\ngang = {{ slice_ms = {} }}\n", if poll == 0 { 1 } else { 3 })
             } else {
                 // APLE's epochs shortened, so that a 15 ms run moves its window several times.
                 let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };
@@ -66,9 +70,16 @@ fn scenario() -> impl Strategy<Value = String> {
             let mut t = format!(
                 "seed = {seed}\nduration_ms = 15\n[host]\nsockets = {sockets}\ncores_per_socket = {cores}\n{}\
                  [hypervisor]\nscheduler = \"{scheduler}\"\n{hypervisor}",
-                if background { "background = { interval_us = 1000, burst_us = 100 }\ninterruptions = { interval_us = 200, burst_us = 5 }\n" } else { "" }
+                match (background, scheduler) {
+                    (false, _) => "",
+                    // Host threads belong to no gang.
+                    (true, "gang") => "interruptions = { interval_us = 200, burst_us = 5 }\n",
+                    (true, _) => "background = { interval_us = 1000, burst_us = 100 }\ninterruptions = { interval_us = 200, burst_us = 5 }\n",
+                }
             );
             for (i, (vcpus, pin)) in vms.into_iter().enumerate() {
+                // A gang runs a whole VM at once.
+                let vcpus = if scheduler == "gang" { vcpus.min(pcpus) } else { vcpus };
                 let pin = match pin {
                     0 if vcpus <= pcpus => "\"1:1\"".to_string(),
                     1 => format!("{:?}", (0..vcpus).map(|v| (v * 7 + i as u32) % pcpus).collect::<Vec<_>>()),
