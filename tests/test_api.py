@@ -210,3 +210,13 @@ def test_a_paravirtual_tlb_flush_is_checked_against_the_hypervisor(small):
     assert vspin.validate(small, xen | {"hypervisor.ple.policy": "off"})["vm"][1]["tlb_flush"] == "xen-pv"
     with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.tlb_flush: "kvm-pv" needs KVM'):
         vspin.validate(small, {"hypervisor.scheduler": "credit1", "vm.*.tlb_flush": "kvm-pv"})
+
+
+def test_gang_scheduling_runs_from_python_and_refuses_kvm_balancing(small):
+    r = vspin.run(small, {"hypervisor.scheduler": "gang", "duration_ms": 1000})
+    a, b = (vm["throughput_per_s"] for vm in r.raw["vms"])
+    assert a > 0 and abs(a / b - 1) < 0.1, (a, b)
+    with pytest.raises(vspin.ScenarioError, match=r'hypervisor\.load_balance: does not apply under scheduler = "gang"'):
+        vspin.validate(small, {"hypervisor.scheduler": "gang", "hypervisor.load_balance": "periodic"})
+    with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.vcpus: 4 vCPUs cannot run at once on 2 pCPUs'):
+        vspin.validate(small, {"hypervisor.scheduler": "gang", "vm.0.vcpus": 4, "vm.0.pin": "none"})

@@ -25,7 +25,9 @@
 //!
 //! So no vCPU is ever descheduled while a sibling runs: a lock holder or a waiter next in line
 //! stops only together with every vCPU that could spin for it. What it costs is the idle pCPU
-//! time of rows whose vCPUs halt. The audit checks that only the running row's vCPUs run.
+//! time of rows whose vCPUs halt, and a VM whose vCPUs all halt often runs little: its turn
+//! ends each time, and comes back only when another turn ends or no other row can run. The
+//! audit checks that only the running row's vCPUs run.
 use crate::engine::{Event, Time};
 use crate::scenario::{Pinning, VmConfig};
 use crate::simulation::Sim;
@@ -106,6 +108,8 @@ impl Sim {
 
     /// `schedule()` on `p`: the running row's vCPU on `p` if it can run, else idle.
     pub(crate) fn gang_schedule(&mut self, p: u32) {
+        // The run so far counts as the vCPU's CPU time (`sum_exec`), which PLE epochs divide by.
+        self.update_curr(p);
         let row = self.gang().running;
         let rq = &self.pcpus[p as usize];
         let prev = rq.curr;
@@ -254,6 +258,20 @@ mod tests {
         assert!(s.vcpus[0].preempted && s.vcpus[1].preempted);
         s.audit_gang();
         assert!(s.violations.is_empty(), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn a_stale_turn_end_changes_nothing() {
+        let mut s = two_rows();
+        s.gang_schedule(0);
+        s.gang_schedule(1);
+        let stale = s.gang().gen;
+        s.block(0);
+        s.block(1);
+        assert_eq!(s.gang().running, 1, "VM a halted: b's turn came early, with a new turn end");
+        s.wake(0);
+        s.gang_turn_ends(stale);
+        assert_eq!((s.gang().running, s.pcpus[0].curr), (1, Some(2)), "the old turn end is not b's");
     }
 
     #[test]

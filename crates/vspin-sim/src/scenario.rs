@@ -294,16 +294,17 @@ pub struct HypervisorConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GangConfig {
-    /// How long each row of the gang matrix runs before the next (ms). The default, 6 ms, is the
-    /// slice a CFS host gives each of two vCPUs sharing a pCPU (`sched_latency` 12 ms ÷ 2), so
-    /// that a gang host differs from the 2×-over-committed CFS host it is compared with in who
-    /// runs together, not in how often the pCPUs switch (`docs/calibration.md`).
+    /// How long each row of the gang matrix runs before the next (ms). The default, 12 ms, is
+    /// the slice a CFS host of 8 or more pCPUs gives each of two vCPUs sharing a pCPU
+    /// (`sched_latency` 24 ms ÷ 2), so that a gang host differs from the 2×-over-committed CFS
+    /// host it is compared with in who runs together, not in how often the pCPUs switch
+    /// (`docs/calibration.md`).
     pub slice_ms: u32,
 }
 
 impl Default for GangConfig {
     fn default() -> Self {
-        GangConfig { slice_ms: 6 }
+        GangConfig { slice_ms: 12 }
     }
 }
 
@@ -1092,11 +1093,16 @@ impl Scenario {
     /// refused when given.
     fn gang_settings(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
         let hv = given.get("hypervisor");
-        for key in ["directed_yield", "load_balance"] {
-            if hv.and_then(|h| h.get(key)).is_some() {
-                let msg = "does not apply under scheduler = \"gang\": every runnable vCPU of a VM runs while its row does, so a PLE exit has no one to yield to, and each vCPU keeps its pCPU (docs/scenario.md)";
-                return Err(err(format!("hypervisor.{key}"), msg));
-            }
+        if hv.and_then(|h| h.get("directed_yield")).is_some() && self.hypervisor.directed_yield != DirectedYieldKind::Off {
+            let msg = format!(
+                "{:?} does not apply under scheduler = \"gang\": every runnable vCPU of a VM runs while its row does, so a PLE exit has no one to yield to; allowed \"off\" (the default there)",
+                self.hypervisor.directed_yield.name()
+            );
+            return Err(err("hypervisor.directed_yield", msg));
+        }
+        if hv.and_then(|h| h.get("load_balance")).is_some() {
+            let msg = "does not apply under scheduler = \"gang\": each vCPU keeps its pCPU in the gang's row; remove the key";
+            return Err(err("hypervisor.load_balance", msg));
         }
         self.hypervisor.directed_yield = DirectedYieldKind::Off;
         Ok(())

@@ -448,7 +448,7 @@ impl Sim {
             return self.credit_stop_running(v);
         }
         if self.gang.is_some() {
-            return;
+            return self.update_curr(p);
         }
         self.update_curr(p);
         self.clear_buddies(p, v);
