@@ -1089,8 +1089,8 @@ impl Scenario {
     }
 
     /// Under gang scheduling a PLE exit has no vCPU to yield to (every runnable vCPU of the VM
-    /// is running), so directed yield is off, and the host balances nothing: both keys are
-    /// refused when given.
+    /// is running), so directed yield is off, and the host balances nothing: `directed_yield`
+    /// other than `"off"`, and `load_balance`, are refused when given.
     fn gang_settings(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
         let hv = given.get("hypervisor");
         if hv.and_then(|h| h.get("directed_yield")).is_some() && self.hypervisor.directed_yield != DirectedYieldKind::Off {
