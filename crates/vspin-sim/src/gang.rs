@@ -116,19 +116,7 @@ impl Sim {
         let next = rq.curr.into_iter().chain(rq.queued.iter().copied()).find(|&v| self.row_of(v) == row);
         self.pcpus[p as usize].need_resched = false;
         if next != prev {
-            if let Some(pv) = prev {
-                self.stop_running(pv);
-                self.pcpus[p as usize].queued.push(pv);
-            }
-            match next {
-                Some(n) => {
-                    let rq = &mut self.pcpus[p as usize];
-                    rq.queued.retain(|&q| q != n);
-                    rq.curr = Some(n);
-                    self.switch_in(n, p);
-                }
-                None => self.pcpus[p as usize].curr = None,
-            }
+            self.switch_to(p, prev, next);
         }
         if self.pcpus[p as usize].curr.is_none() {
             let now = self.now;

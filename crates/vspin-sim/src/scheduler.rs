@@ -146,21 +146,12 @@ impl Sim {
         let next = self.pick_next(p);
         self.pcpus[p as usize].need_resched = false;
         if next != prev {
-            if let Some(pv) = prev {
-                self.deschedule(pv);
+            if let Some(n) = next {
+                // `set_next_entity`: under EEVDF the new thread is protected until it is
+                // ineligible or gets a new slice.
+                self.vcpus[n as usize].se.protected = true;
             }
-            match next {
-                Some(n) => {
-                    // `set_next_entity`: under EEVDF the new thread is protected until it is
-                    // ineligible or gets a new slice.
-                    self.vcpus[n as usize].se.protected = true;
-                    let rq = &mut self.pcpus[p as usize];
-                    rq.queued.retain(|&q| q != n);
-                    rq.curr = Some(n);
-                    self.switch_in(n, p);
-                }
-                None => self.pcpus[p as usize].curr = None,
-            }
+            self.switch_to(p, prev, next);
         }
         if self.pcpus[p as usize].curr.is_none() {
             self.idle_balance(p);
@@ -170,6 +161,24 @@ impl Sim {
             self.pcpus[p as usize].idle.enter(now, &self.idle_states);
         }
         self.maybe_arm_tick(p);
+    }
+
+    /// The switch a `schedule()` on `p` decided, from `prev` to another `next`: `prev`, if
+    /// running, goes back to the run queue, and `next` leaves it and runs, or `p` has no current
+    /// vCPU.
+    pub(crate) fn switch_to(&mut self, p: u32, prev: Option<u32>, next: Option<u32>) {
+        if let Some(pv) = prev {
+            self.deschedule(pv);
+        }
+        match next {
+            Some(n) => {
+                let rq = &mut self.pcpus[p as usize];
+                rq.queued.retain(|&q| q != n);
+                rq.curr = Some(n);
+                self.switch_in(n, p);
+            }
+            None => self.pcpus[p as usize].curr = None,
+        }
     }
 
     /// The current vCPU of its pCPU stops running but stays runnable (KVM `preempted`), and
