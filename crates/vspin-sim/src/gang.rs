@@ -234,6 +234,12 @@ mod tests {
         s
     }
 
+    /// Running vCPU `v` halts, as at the end of its HLT exit (no segment in progress).
+    fn halt(s: &mut crate::simulation::Sim, v: u32) {
+        s.vcpus[v as usize].active = false;
+        s.block(v);
+    }
+
     #[test]
     fn the_running_row_runs_on_every_pcpu_and_the_turn_passes_to_the_next() {
         let mut s = two_rows();
@@ -254,8 +260,8 @@ mod tests {
         s.gang_schedule(0);
         s.gang_schedule(1);
         let stale = s.gang().gen;
-        s.block(0);
-        s.block(1);
+        halt(&mut s, 0);
+        halt(&mut s, 1);
         assert_eq!(s.gang().running, 1, "VM a halted: b's turn came early, with a new turn end");
         s.wake(0);
         s.gang_turn_ends(stale);
@@ -267,7 +273,7 @@ mod tests {
         let mut s = two_rows();
         s.gang_schedule(0);
         s.gang_schedule(1);
-        s.block(1);
+        halt(&mut s, 1);
         assert_eq!(s.pcpus[1].curr, None, "VM b's vCPU 3 waits for its row, though pCPU 1 idles");
         assert_eq!(s.pcpus[0].curr, Some(0));
     }
@@ -277,11 +283,11 @@ mod tests {
         let mut s = two_rows();
         s.gang_schedule(0);
         s.gang_schedule(1);
-        s.block(0);
-        s.block(1);
+        halt(&mut s, 0);
+        halt(&mut s, 1);
         assert_eq!((s.pcpus[0].curr, s.pcpus[1].curr), (Some(2), Some(3)), "VM b runs as soon as a has halted");
-        s.block(2);
-        s.block(3);
+        halt(&mut s, 2);
+        halt(&mut s, 3);
         assert_eq!((s.pcpus[0].curr, s.pcpus[1].curr), (None, None), "nothing can run");
         s.wake(1);
         assert_eq!((s.gang().running, s.pcpus[1].curr), (0, Some(1)), "a's wake brings its turn");
