@@ -277,14 +277,13 @@ impl Sim {
         let prev = self.pcpus[p as usize].curr;
         if let Some(c) = prev {
             self.uncharge(c);
-            // A migrating vCPU is not runnable here: neither kept by the rate limit nor queued,
-            // and a yield it made ends with this `schedule()`, as `csched_schedule` clears
-            // `CSCHED_FLAG_VCPU_YIELD` at every call.
-            if self.vcpus[c as usize].credit.migrating {
-                self.vcpus[c as usize].credit.yielded = false;
-            }
         }
-        if let Some(c) = prev.filter(|&c| !self.vcpus[c as usize].credit.migrating) {
+        // A migrating vCPU is not runnable here: neither kept by the rate limit nor queued, and a
+        // yield it made ends with this `schedule()`, as `csched_schedule` clears
+        // `CSCHED_FLAG_VCPU_YIELD` at every call.
+        if let Some(c) = prev.filter(|&c| self.vcpus[c as usize].credit.migrating) {
+            self.vcpus[c as usize].credit.yielded = false;
+        } else if let Some(c) = prev {
             let ratelimit = self.credit1().ratelimit_ns;
             let ran = now - self.pcpus[p as usize].credit.running_since;
             if ratelimit > 0 && ran < ratelimit {

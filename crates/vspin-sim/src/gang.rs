@@ -100,9 +100,8 @@ impl Sim {
 
     /// The first turn's end.
     pub(crate) fn start_gang_turns(&mut self) {
-        if let Some(g) = &self.gang {
-            let (at, gen) = (self.now + g.slice_ns, g.gen);
-            self.q.push(at, Event::GangTurn { gen });
+        if self.gang.is_some() {
+            self.arm_gang_turn();
         }
     }
 

@@ -323,12 +323,12 @@ impl Sim {
             (0..profile.locks).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
         self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo)));
         for i in 0..vm.vcpus {
-            let affinity = match &vm.pin {
+            let affinity = match (&self.gang, &vm.pin) {
                 // A gang's vCPUs keep the pCPUs of its row (`gang.rs`).
-                _ if self.gang.is_some() => Affinity::Pinned(self.gang.as_ref().map_or(0, |g| g.pcpu_of[vm_id as usize][i as usize])),
-                Pinning::List(l) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
-                Pinning::Named(s) if s == "1:1" => Affinity::Pinned(i),
-                Pinning::Named(_) => Affinity::Any,
+                (Some(g), _) => Affinity::Pinned(g.pcpu_of[vm_id as usize][i as usize]),
+                (None, Pinning::List(l)) => Affinity::Pinned(l[i as usize] as u32), // validated: 0..pCPUs
+                (None, Pinning::Named(s)) if s == "1:1" => Affinity::Pinned(i),
+                (None, Pinning::Named(_)) => Affinity::Any,
             };
             let pcpu = match affinity {
                 Affinity::Pinned(p) => p,

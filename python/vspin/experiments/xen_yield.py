@@ -130,8 +130,7 @@ class XenYield(Experiment):
         base_ratios = [b / base[0] for b in base]
         yield_ratios = [y / patched[0] for y in patched]
         gains = [y / b for y, b in zip(patched, base)]
-        fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs)  # noqa: E731
-        fmt3 = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
+        fmt = lambda xs, digits=2: ", ".join(f"{x:.{digits}f}" for x in xs)  # noqa: E731
         alone = {c: [x / b for x, b in zip(tp[c][1:], base[1:])] for c in ("pick", "push")}
         helps = all(min(r) > 1 and statistics.fmean(r) >= 1.05 for r in alone.values())
         together = [a / y for a, y in zip(all_three[1:], patched[1:])]
@@ -154,7 +153,7 @@ class XenYield(Experiment):
                   "'made significant contributions when made alone'; above 1 at every count and by at least 5% "
                   "on average; the seed gives no numbers)"),
             Check(f"{host}.all_three_ahead_of_yield_by_under_2pct", fig, all(1 <= r <= 1.02 for r in together),
-                  f"pick+push+yield ÷ yield at 2-4 VMs: {fmt3(together)} (claim: yield alone is lower 'only by "
+                  f"pick+push+yield ÷ yield at 2-4 VMs: {fmt(together, 3)} (claim: yield alone is lower 'only by "
                   "a marginal amount -- less than 2% in all cases'; seed 1.017, 1.013, 1.015)"),
         ]
 
