@@ -22,6 +22,32 @@ def test_lock_waits_count_every_acquisition_once(small):
     assert "lock_waits" not in r.vms.columns
 
 
+def test_lock_holds_end_in_a_release_and_each_lock_adds_up_to_its_vm(small):
+    r = vspin.run(small, {"record.locks": True})
+    holds = r.lock_holds
+    assert list(holds.columns) == ["vm", "from_ns", "to_ns", "holds", "hold_ns"]
+    per_vm = holds.groupby("vm")["holds"].sum()
+    for name, acquisitions, vcpus in zip(r.vms["name"], r.vms["acquisitions"], r.vms["vcpus"]):
+        assert acquisitions - vcpus <= per_vm[name] <= acquisitions  # a vCPU may hold a lock at the end
+    locks = r.locks
+    assert list(locks.columns) == ["vm", "lock", "acquisitions", "wait_ns", "hold_ns"]
+    assert locks.groupby("vm")["acquisitions"].sum().to_dict() == dict(zip(r.vms["name"], r.vms["acquisitions"]))
+    assert locks.groupby("vm")["hold_ns"].sum().to_dict() == holds.groupby("vm")["hold_ns"].sum().to_dict()
+    hist = r.lock_histograms
+    assert set(hist["measure"]) == {"wait", "hold"}
+    waits = hist[hist["measure"] == "wait"].groupby(["vm", "from_ns"])["count"].sum()
+    assert waits.to_dict() == r.lock_waits.set_index(["vm", "from_ns"])["acquisitions"].to_dict()
+    assert "lock_holds" not in r.vms.columns and "locks" not in r.vms.columns
+    assert "the locks each VM waited for longest" in r.summary()
+
+
+def test_each_lock_is_recorded_only_when_the_scenario_asks(small):
+    r = vspin.run(small)
+    assert "lock holds, from acquisition to unlock()" in r.summary()
+    with pytest.raises(ValueError, match=r"record\.locks = true"):
+        r.locks
+
+
 def test_ple_epochs_are_traced_only_when_the_scenario_asks(examples):
     path = examples / "apples.toml"
     with pytest.raises(ValueError, match=r"record\.ple_epochs = true"):

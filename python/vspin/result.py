@@ -10,7 +10,7 @@ TIME_KINDS = ("useful", "spin", "exit", "halted", "waiting", "finished")
 
 
 def _flatten(row: dict) -> dict:
-    flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits", "ple_epoch_trace")}
+    flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits", "lock_holds", "locks", "ple_epoch_trace")}
     flat.update({f"time_{k}": v for k, v in row["time"].items()})
     flat.update(row["counters"])
     return flat
@@ -42,6 +42,41 @@ class Result:
         acquisition), and the waiting time they add up to. Empty buckets are left out."""
         rows = [{"vm": vm["name"], **b} for vm in self.raw["vms"] for b in vm["lock_waits"]]
         return pd.DataFrame(rows, columns=["vm", "from_ns", "to_ns", "acquisitions", "wait_ns"])
+
+    @property
+    def lock_holds(self) -> pd.DataFrame:
+        """One row per VM and hold bucket: holds that lasted ``from_ns <= hold < to_ns`` from the
+        end of their wait to ``unlock()`` on the guest's clock (a critical section, plus any time
+        its vCPU was descheduled in it), and the time they add up to. Empty buckets are left out."""
+        rows = [{"vm": vm["name"], **b} for vm in self.raw["vms"] for b in vm["lock_holds"]]
+        return pd.DataFrame(rows, columns=["vm", "from_ns", "to_ns", "holds", "hold_ns"])
+
+    @property
+    def locks(self) -> pd.DataFrame:
+        """One row per VM and lock (its index in the VM's lock set): acquisitions, and the
+        waiting and holding time they add up to. Recorded only when the scenario asks
+        (``[record] locks = true``); each lock's histograms are in ``lock_histograms``."""
+        rows = [{"vm": vm["name"], **{k: v for k, v in lock.items() if k not in ("waits", "holds")}}
+                for vm in self._recorded_locks() for lock in vm["locks"]]
+        return pd.DataFrame(rows, columns=["vm", "lock", "acquisitions", "wait_ns", "hold_ns"])
+
+    @property
+    def lock_histograms(self) -> pd.DataFrame:
+        """One row per VM, lock, measure (``"wait"`` or ``"hold"``) and non-empty power-of-two
+        bucket: how many waits or holds of that lock fell in ``from_ns <= d < to_ns``
+        (``count``) and their sum (``total_ns``). Recorded only with ``[record] locks = true``."""
+        rows = [{"vm": vm["name"], "lock": lock["lock"], "measure": measure, "from_ns": b["from_ns"], "to_ns": b["to_ns"],
+                 "count": b[count], "total_ns": b[total]}
+                for vm in self._recorded_locks() for lock in vm["locks"]
+                for measure, key, count, total in (("wait", "waits", "acquisitions", "wait_ns"), ("hold", "holds", "holds", "hold_ns"))
+                for b in lock[key]]
+        return pd.DataFrame(rows, columns=["vm", "lock", "measure", "from_ns", "to_ns", "count", "total_ns"])
+
+    def _recorded_locks(self) -> list[dict]:
+        if any(vm.get("locks") is None for vm in self.raw["vms"]):
+            raise ValueError("this run did not record each lock: set record.locks = true in the scenario "
+                             "(--set record.locks=true)")
+        return self.raw["vms"]
 
     @property
     def ple_epoch_trace(self) -> pd.DataFrame:
@@ -106,13 +141,30 @@ class Result:
             lines += ["", "lock waits, from lock() to acquisition (power-of-two buckets):"]
             lines += _table(["VM", "waited", "median", "99th percentile", "half the waiting in waits of"],
                             [[vm["name"], *_wait_summary(vm["lock_waits"])] for vm in waited])
+        held = [vm for vm in r["vms"] if vm["lock_holds"]]
+        if held:
+            lines += ["", "lock holds, from acquisition to unlock() (a holder descheduled in its critical section holds the lock meanwhile):"]
+            lines += _table(["VM", "holds", "median", "99th percentile", "longest", f"holds of {duration_text(1 << 20)} or more"],
+                            [[vm["name"], *_hold_summary(vm["lock_holds"])] for vm in held])
+        recorded = [vm for vm in r["vms"] if vm.get("locks")]
+        if recorded:
+            lines += ["", "the locks each VM waited for longest (record.locks):"]
+            rows = []
+            for vm in recorded:
+                busiest = sorted(vm["locks"], key=lambda lock: (-lock["wait_ns"], lock["lock"]))[:3]
+                total = sum(lock["acquisitions"] for lock in vm["locks"]) or 1
+                rows += [[vm["name"], f"{lock['lock']}", f"{lock['acquisitions']:,}", f"{100 * lock['acquisitions'] / total:.1f}%",
+                          duration_text(lock["wait_ns"]), _median_text(lock["holds"], "holds")]
+                         for lock in busiest if lock["acquisitions"]]
+            lines += _table(["VM", "lock", "acquisitions", "share", "waiting time", "median hold"], rows)
         return "\n".join(lines)
 
 
 def wait_quantile(buckets: list[dict], q: float, weight: str = "acquisitions") -> dict:
     """The bucket of a VM's ``lock_waits`` (a non-empty list) at quantile ``q`` of the
     acquisitions (or, with ``weight="wait_ns"``, of the waiting time: the wait lengths that waiting
-    time is spent in)."""
+    time is spent in). Any histogram of the results works with its own weight (``lock_holds``
+    with ``"holds"`` or ``"hold_ns"``)."""
     total = sum(b[weight] for b in buckets)
     seen = 0
     for b in buckets:
@@ -134,6 +186,17 @@ def _wait_summary(buckets: list[dict]) -> list[str]:
     else:
         cells.append("-")
     return cells
+
+
+def _hold_summary(buckets: list[dict]) -> list[str]:
+    n = sum(b["holds"] for b in buckets)
+    long = sum(b["holds"] for b in buckets if b["from_ns"] >= 1 << 20)
+    return [f"{n:,}", _median_text(buckets, "holds"), f"< {duration_text(wait_quantile(buckets, 0.99, 'holds')['to_ns'])}",
+            f"< {duration_text(buckets[-1]['to_ns'])}", f"{long:,}"]
+
+
+def _median_text(buckets: list[dict], weight: str) -> str:
+    return f"< {duration_text(wait_quantile(buckets, 0.5, weight)['to_ns'])}" if buckets else "-"
 
 
 def bucket_text(from_ns: int, to_ns: int) -> str:

@@ -37,6 +37,13 @@
 //! waiting time they add up to; an uncontended acquisition waits 0 ns. The seeds argue from
 //! this distribution: "most locks take ~1 µs & most spinning time wasted on locks that
 //! wait ~1 ms" (VEE'13), "kernbench waits are mostly 2^9–2^16 cycles" (LAS).
+//!
+//! Lock holds per VM (`lock_holds`): every hold, from the moment its wait ended to the guest's
+//! call to `unlock()`, on the guest's clock in the same buckets. A hold is the critical section
+//! plus any time its vCPU spent descheduled inside it, so a lock-holder preemption shows as a
+//! hold of a host time slice rather than of a critical section (lockstat's hold time; LAS keeps
+//! the longest one it sees). With `[record] locks = true` each lock of each VM also reports its
+//! own waits and holds (`locks`).
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
@@ -89,38 +96,88 @@ pub struct WaitBucket {
     pub wait_ns: u64,
 }
 
-/// Lock waits in power-of-two buckets: bucket 0 holds waits of 0 ns, bucket `k` waits of
-/// `2^(k-1) ..< 2^k` ns.
+/// Holds whose length `h` fell in `from_ns <= h < to_ns`, and the sum of those holds.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct HoldBucket {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub holds: u64,
+    pub hold_ns: u64,
+}
+
+/// Durations in power-of-two buckets: bucket 0 holds durations of 0 ns, bucket `k` those of
+/// `2^(k-1) ..< 2^k` ns; each bucket counts its durations and sums them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WaitHistogram {
-    acquisitions: [u64; 65],
-    wait_ns: [u64; 65],
+pub struct DurationHistogram {
+    count: [u64; 65],
+    sum_ns: [u64; 65],
 }
 
-impl Default for WaitHistogram {
+impl Default for DurationHistogram {
     fn default() -> Self {
-        WaitHistogram { acquisitions: [0; 65], wait_ns: [0; 65] }
+        DurationHistogram { count: [0; 65], sum_ns: [0; 65] }
     }
 }
 
-impl WaitHistogram {
-    pub fn record(&mut self, wait_ns: u64) {
-        let k = (u64::BITS - wait_ns.leading_zeros()) as usize;
-        self.acquisitions[k] += 1;
-        self.wait_ns[k] += wait_ns;
+impl DurationHistogram {
+    pub fn record(&mut self, ns: u64) {
+        let k = (u64::BITS - ns.leading_zeros()) as usize;
+        self.count[k] += 1;
+        self.sum_ns[k] += ns;
     }
 
-    /// The buckets that hold any acquisition, shortest waits first.
-    pub fn buckets(&self) -> Vec<WaitBucket> {
-        (0..65)
-            .filter(|&k| self.acquisitions[k] > 0)
-            .map(|k| WaitBucket {
-                from_ns: if k == 0 { 0 } else { 1 << (k - 1) },
-                to_ns: if k == 64 { u64::MAX } else { 1 << k },
-                acquisitions: self.acquisitions[k],
-                wait_ns: self.wait_ns[k],
-            })
-            .collect()
+    /// How many durations were recorded, and their sum.
+    pub fn count(&self) -> u64 {
+        self.count.iter().sum()
+    }
+
+    pub fn total_ns(&self) -> u64 {
+        self.sum_ns.iter().sum()
+    }
+
+    /// The non-empty buckets, shortest first: `(from_ns, to_ns, count, sum_ns)`.
+    fn nonempty(&self) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
+        (0..65).filter(|&k| self.count[k] > 0).map(|k| {
+            let from_ns = if k == 0 { 0 } else { 1 << (k - 1) };
+            let to_ns = if k == 64 { u64::MAX } else { 1 << k };
+            (from_ns, to_ns, self.count[k], self.sum_ns[k])
+        })
+    }
+
+    /// The histogram as lock waits, one bucket per power of two that holds any.
+    pub fn waits(&self) -> Vec<WaitBucket> {
+        self.nonempty().map(|(from_ns, to_ns, acquisitions, wait_ns)| WaitBucket { from_ns, to_ns, acquisitions, wait_ns }).collect()
+    }
+
+    /// The histogram as lock holds, one bucket per power of two that holds any.
+    pub fn holds(&self) -> Vec<HoldBucket> {
+        self.nonempty().map(|(from_ns, to_ns, holds, hold_ns)| HoldBucket { from_ns, to_ns, holds, hold_ns }).collect()
+    }
+}
+
+/// One guest lock's record, kept when the scenario asks for it (`[record] locks`).
+#[derive(Clone, Debug, Serialize)]
+pub struct LockResult {
+    /// The lock's index in its VM's lock set (0 is the most popular under a Zipf choice).
+    pub lock: u32,
+    pub acquisitions: u64,
+    /// The sums of its waits and of its holds.
+    pub wait_ns: u64,
+    pub hold_ns: u64,
+    pub waits: Vec<WaitBucket>,
+    pub holds: Vec<HoldBucket>,
+}
+
+impl LockResult {
+    pub(crate) fn new(lock: u32, r: &crate::monitor::LockRecord) -> Self {
+        LockResult {
+            lock,
+            acquisitions: r.waits.count(),
+            wait_ns: r.waits.total_ns(),
+            hold_ns: r.holds.total_ns(),
+            waits: r.waits.waits(),
+            holds: r.holds.holds(),
+        }
     }
 }
 
@@ -173,6 +230,9 @@ pub struct VmResult {
     pub time: TimeBreakdown,
     pub counters: Counters,
     pub lock_waits: Vec<WaitBucket>,
+    pub lock_holds: Vec<HoldBucket>,
+    /// Each of the VM's locks, if the scenario asked for them (`[record] locks`).
+    pub locks: Option<Vec<LockResult>>,
     /// The VM's PLE epochs (1,000 of its PLE exits each unless APLE sets another count) and
     /// their mean inefficiency: (windows spun + exit handling) ÷ CPU time (`ple.rs`). `None`
     /// before the first epoch ends, and under credit1.
@@ -212,16 +272,29 @@ pub struct RunResult {
 
 #[cfg(test)]
 mod tests {
-    use super::WaitHistogram;
+    use super::DurationHistogram;
 
     #[test]
     fn a_wait_lands_in_the_power_of_two_bucket_that_holds_it() {
-        let mut h = WaitHistogram::default();
+        let mut h = DurationHistogram::default();
         for w in [0, 1, 2, 3, 1000, 1023, 1024, u64::MAX] {
             h.record(w);
         }
-        let got: Vec<_> = h.buckets().iter().map(|b| (b.from_ns, b.to_ns, b.acquisitions)).collect();
+        let got: Vec<_> = h.waits().iter().map(|b| (b.from_ns, b.to_ns, b.acquisitions)).collect();
         assert_eq!(got, [(0, 1, 1), (1, 2, 1), (2, 4, 2), (512, 1024, 2), (1024, 2048, 1), (1 << 63, u64::MAX, 1)]);
-        assert_eq!(h.buckets()[2].wait_ns, 5);
+        assert_eq!(h.waits()[2].wait_ns, 5);
+    }
+
+    #[test]
+    fn holds_read_the_same_buckets_as_waits() {
+        let mut h = DurationHistogram::default();
+        for d in [400, 450, 3_000_000] {
+            h.record(d);
+        }
+        let holds: Vec<_> = h.holds().iter().map(|b| (b.from_ns, b.to_ns, b.holds, b.hold_ns)).collect();
+        let waits: Vec<_> = h.waits().iter().map(|b| (b.from_ns, b.to_ns, b.acquisitions, b.wait_ns)).collect();
+        assert_eq!(holds, [(256, 512, 2, 850), (2_097_152, 4_194_304, 1, 3_000_000)]);
+        assert_eq!(holds, waits);
+        assert_eq!((h.count(), h.total_ns()), (3, 3_000_850));
     }
 }

@@ -26,6 +26,7 @@
 //! as in the patch. For both counts a lock is held from the return of the guest's `lock()` to its
 //! call of `unlock()`: a qspinlock's new owner has set `locked` before it hands the queue head on,
 //! and a wait that passes the threshold in that gap counts as on a free lock.
+use crate::metrics::DurationHistogram;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HaltReason, HostState, Vcpu};
 use std::collections::VecDeque;
@@ -46,10 +47,19 @@ pub(crate) struct LockState {
     lhp_counted: bool,
     lwp_counted: bool,
     suspect_lost_wakeup: bool,
+    /// Its own waits and holds, if the scenario asked for each lock's (`[record] locks`).
+    pub record: Option<Box<LockRecord>>,
+}
+
+/// One lock's waits and holds (`metrics`, `LockResult`).
+#[derive(Default)]
+pub(crate) struct LockRecord {
+    pub waits: DurationHistogram,
+    pub holds: DurationHistogram,
 }
 
 impl LockState {
-    pub(crate) fn new(vm: u32, fifo: bool) -> Self {
+    pub(crate) fn new(vm: u32, fifo: bool, record: bool) -> Self {
         LockState {
             vm,
             fifo,
@@ -60,6 +70,7 @@ impl LockState {
             lhp_counted: false,
             lwp_counted: false,
             suspect_lost_wakeup: false,
+            record: record.then(Box::default),
         }
     }
 }
@@ -131,9 +142,13 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         vc.waiting = None;
         vc.held = Some(l);
+        vc.hold_began = self.now;
         vc.counters.acquisitions += 1;
         let (vm, waited) = (vc.vm, self.now - vc.wait_began);
         self.vms[vm as usize].lock_waits.record(waited);
+        if let Some(r) = self.locks[l as usize].record.as_mut() {
+            r.waits.record(waited);
+        }
     }
 
     pub(crate) fn lock_release(&mut self, v: u32, l: u32) {
@@ -148,8 +163,14 @@ impl Sim {
         lock.holder_preempted = false;
         lock.lhp_counted = false;
         lock.releasers += 1;
-        self.vcpus[v as usize].held = None;
-        self.vcpus[v as usize].releasing = Some(l);
+        let vc = &mut self.vcpus[v as usize];
+        vc.held = None;
+        vc.releasing = Some(l);
+        let (vm, held) = (vc.vm, self.now - vc.hold_began);
+        self.vms[vm as usize].lock_holds.record(held);
+        if let Some(r) = self.locks[l as usize].record.as_mut() {
+            r.holds.record(held);
+        }
         self.check_next_waiter(l);
     }
 

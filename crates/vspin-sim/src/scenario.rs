@@ -127,19 +127,22 @@ pub struct Scenario {
     #[serde(rename = "vm")]
     pub vms: Vec<VmConfig>,
     /// What the run records beyond the standard results (off by default: each grows with the
-    /// simulated time).
+    /// simulated time or with the number of locks).
     #[serde(default)]
     pub record: RecordConfig,
 }
 
-/// Optional records of a run (`[record]`). Each is a time series whose length grows with the
-/// run, so none is on by default; the standard results stay bounded in size.
+/// Optional records of a run (`[record]`). Each grows with the run or with the scenario's lock
+/// count, so none is on by default; the standard results stay small.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RecordConfig {
     /// Every PLE epoch of every VM: when it ended, its inefficiency and the mean window of the
     /// VM's vCPUs (the trace of APPLES' Figs. 11 and 12; `VmResult::ple_epoch_trace`).
     pub ple_epochs: bool,
+    /// Each guest lock's own waits and holds (`VmResult::locks`); the VM's totals are always
+    /// reported (`lock_waits`, `lock_holds`).
+    pub locks: bool,
 }
 
 fn default_name() -> String {

@@ -26,10 +26,11 @@ use crate::guest::{self, MemOp, Note, Req, Response, SimCpu, WORDS_PER_CPU};
 use crate::interruptions::HostInterruptions;
 use crate::locks::GuestLock;
 use crate::memory::{Access, Memory, MemoryCosts, SimWord};
-use crate::metrics::{Counters, RunResult, TimeBreakdown, VcpuResult, VmResult, WaitHistogram};
+use crate::metrics::{Counters, DurationHistogram, LockResult, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, Scenario, SchedulerKind, TlbFlush, VmConfig,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
+    VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
@@ -113,8 +114,10 @@ pub(crate) struct Vm {
     /// `policy = "aple"`.
     pub ple_epochs: crate::ple::PleEpochs,
     pub aple: Option<crate::ple::Aple>,
-    /// How long this VM's lock acquisitions waited (`metrics`, `lock_waits`).
-    pub lock_waits: WaitHistogram,
+    /// How long this VM's lock acquisitions waited, and how long its locks were held
+    /// (`metrics`, `lock_waits` and `lock_holds`).
+    pub lock_waits: DurationHistogram,
+    pub lock_holds: DurationHistogram,
     /// The host's background threads (`scenario::Background`), not a guest: left out of results.
     pub host_threads: bool,
 }
@@ -158,6 +161,8 @@ pub struct Sim {
     pub(crate) spare_watchers: Vec<u32>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
+    /// Each lock keeps its own waits and holds for the results (`[record] locks`).
+    record_locks: bool,
     pub(crate) interruptions: Option<HostInterruptions>,
     stop: bool,
     name: String,
@@ -287,6 +292,7 @@ impl Sim {
             spare_watchers: Vec::new(),
             violations: Vec::new(),
             timeline: None,
+            record_locks: sc.record.locks,
             interruptions: h.interruptions.as_ref().map(|i| HostInterruptions::new(i, n, sc.seed)),
             stop: false,
             name: sc.name.clone(),
@@ -294,7 +300,7 @@ impl Sim {
         };
         let mut load = vec![0u32; n as usize];
         for (vm_id, vm) in sc.vms.iter().enumerate() {
-            sim.add_vm(vm_id as u32, vm, sc.record.ple_epochs, &mut load);
+            sim.add_vm(vm_id as u32, vm, &sc.record, &mut load);
         }
         if let Some(bg) = &h.background {
             sim.add_host_threads(sc.vms.len() as u32, bg);
@@ -311,8 +317,8 @@ impl Sim {
 
     /// Add VM `vm_id`: its shared words, its locks, and its vCPUs, each pinned as the scenario
     /// says or placed on the least loaded pCPU (`load`: vCPUs placed per pCPU so far).
-    /// `trace_ple_epochs`: keep each PLE epoch of the VM (`[record] ple_epochs`).
-    fn add_vm(&mut self, vm_id: u32, vm: &VmConfig, trace_ple_epochs: bool, load: &mut [u32]) {
+    /// `record`: what the scenario asked to keep beyond the standard results (`[record]`).
+    fn add_vm(&mut self, vm_id: u32, vm: &VmConfig, record: &RecordConfig, load: &mut [u32]) {
         let n = self.pcpus.len() as u32;
         let first = self.vcpus.len() as u32;
         let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| self.mem.word(0)).collect();
@@ -321,7 +327,7 @@ impl Sim {
         let first_lock = self.locks.len() as u32;
         let locks: Rc<[GuestLock]> =
             (0..profile.locks).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
-        self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo)));
+        self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo, record.locks)));
         for i in 0..vm.vcpus {
             let affinity = match (&self.gang, &vm.pin) {
                 // A gang's vCPUs keep the pCPUs of its row (`gang.rs`).
@@ -352,9 +358,10 @@ impl Sim {
             work_units: 0,
             completed_at: None,
             last_boosted: 0,
-            ple_epochs: crate::ple::PleEpochs::new(&self.ple, trace_ple_epochs),
+            ple_epochs: crate::ple::PleEpochs::new(&self.ple, record.ple_epochs),
             aple: (self.ple.policy == PlePolicy::Aple).then(|| crate::ple::Aple::new(self.ple.aple_settings())),
-            lock_waits: WaitHistogram::default(),
+            lock_waits: DurationHistogram::default(),
+            lock_holds: DurationHistogram::default(),
             host_threads: false,
         });
     }
@@ -385,7 +392,8 @@ impl Sim {
             last_boosted: 0,
             ple_epochs: crate::ple::PleEpochs::new(&self.ple, false),
             aple: None,
-            lock_waits: WaitHistogram::default(),
+            lock_waits: DurationHistogram::default(),
+            lock_holds: DurationHistogram::default(),
             host_threads: true,
         });
     }
@@ -449,6 +457,7 @@ impl Sim {
             held: None,
             releasing: None,
             wait_began: 0,
+            hold_began: 0,
             wait_pauses: 0,
             wait_profiled: false,
             time: TimeBreakdown::default(),
@@ -922,7 +931,7 @@ impl Sim {
         let mut totals = Counters::default();
         let mut vcpus = Vec::new();
         let mut vms = Vec::new();
-        for vm in self.vms.iter_mut().filter(|vm| !vm.host_threads) {
+        for (vm_id, vm) in self.vms.iter_mut().enumerate().filter(|(_, vm)| !vm.host_threads) {
             let mut time = TimeBreakdown::default();
             let mut counters = Counters::default();
             for vc in &self.vcpus[vm.vcpu_range()] {
@@ -939,6 +948,10 @@ impl Sim {
             }
             totals.add(&counters);
             let span = vm.completed_at.unwrap_or(now).max(1);
+            let locks = self.record_locks.then(|| {
+                let own = self.locks.iter().filter(|l| l.vm == vm_id as u32);
+                own.zip(0..).map(|(l, lock)| LockResult::new(lock, l.record.as_deref().expect("recorded"))).collect()
+            });
             let e = &mut vm.ple_epochs;
             vms.push(VmResult {
                 name: vm.name.clone(),
@@ -950,7 +963,9 @@ impl Sim {
                 completion_ms: vm.completed_at.map(|t| t as f64 / 1e6),
                 time,
                 counters,
-                lock_waits: vm.lock_waits.buckets(),
+                lock_waits: vm.lock_waits.waits(),
+                lock_holds: vm.lock_holds.holds(),
+                locks,
                 ple_epochs: e.epochs,
                 ple_inefficiency: (e.epochs > 0).then(|| e.inefficiency_sum / e.epochs as f64),
                 ple_window_mean_cycles: (e.exits_total > 0).then(|| e.window_cycles_sum as f64 / e.exits_total as f64),

@@ -92,6 +92,10 @@ fn scenario() -> impl Strategy<Value = String> {
                      block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n"
                 );
             }
+            // Every other seed keeps each lock's waits and holds as well.
+            if seed % 2 == 0 {
+                t += "[record]\nlocks = true\n";
+            }
             t
         })
 }
@@ -114,6 +118,32 @@ proptest! {
             let waited: u64 = vm.lock_waits.iter().map(|b| b.wait_ns).sum();
             prop_assert_eq!(counted, vm.counters.acquisitions, "VM {}\n{}", vm.name, text);
             prop_assert!(waited <= u64::from(vm.vcpus) * simulated, "VM {} waited {} ns\n{}", vm.name, waited, text);
+            // Every hold ends in a release, but a vCPU may still hold its one lock at the end.
+            let holds: u64 = vm.lock_holds.iter().map(|b| b.holds).sum();
+            let held: u64 = vm.lock_holds.iter().map(|b| b.hold_ns).sum();
+            prop_assert!(holds <= counted && counted - holds <= u64::from(vm.vcpus), "VM {}: {} holds of {} acquisitions\n{}", vm.name, holds, counted, text);
+            prop_assert!(held <= u64::from(vm.vcpus) * simulated, "VM {} held {} ns\n{}", vm.name, held, text);
+            // Each lock's own record adds up to the VM's, bucket by bucket.
+            prop_assert_eq!(vm.locks.is_some(), sc.record.locks);
+            if let Some(locks) = &vm.locks {
+                let mut waits = std::collections::BTreeMap::new();
+                let mut holds = std::collections::BTreeMap::new();
+                for l in locks {
+                    prop_assert_eq!(l.acquisitions, l.waits.iter().map(|b| b.acquisitions).sum::<u64>());
+                    for b in &l.waits {
+                        let e = waits.entry(b.from_ns).or_insert((0, 0));
+                        (e.0, e.1) = (e.0 + b.acquisitions, e.1 + b.wait_ns);
+                    }
+                    for b in &l.holds {
+                        let e = holds.entry(b.from_ns).or_insert((0, 0));
+                        (e.0, e.1) = (e.0 + b.holds, e.1 + b.hold_ns);
+                    }
+                }
+                let vm_waits: std::collections::BTreeMap<_, _> = vm.lock_waits.iter().map(|b| (b.from_ns, (b.acquisitions, b.wait_ns))).collect();
+                let vm_holds: std::collections::BTreeMap<_, _> = vm.lock_holds.iter().map(|b| (b.from_ns, (b.holds, b.hold_ns))).collect();
+                prop_assert_eq!(waits, vm_waits, "VM {}\n{}", vm.name, text);
+                prop_assert_eq!(holds, vm_holds, "VM {}\n{}", vm.name, text);
+            }
         }
     }
 }

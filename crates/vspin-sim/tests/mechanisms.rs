@@ -43,6 +43,22 @@ fn a_lone_vcpu_never_waits_and_an_overcommitted_ticket_lock_waits_for_whole_time
 }
 
 #[test]
+fn a_hold_lasts_a_critical_section_unless_the_host_preempts_its_holder() {
+    // One vCPU per pCPU: no holder is ever descheduled, so no hold outlasts a critical section
+    // (the preset's are exponential, mean 0.4 µs) by far.
+    let alone = run(&host(8, 1, 8, "ticket", "off", 1, 300));
+    let holds = &alone.vms[0].lock_holds;
+    assert!(holds.iter().all(|b| b.to_ns <= 1 << 16), "a hold of 65 µs or more with no preemption: {holds:?}");
+    // Two vCPUs per pCPU: a holder preempted by the other VM's vCPU holds its lock for the time
+    // it waits for its pCPU, about a CFS slice, as often as holders are preempted with waiters.
+    let r = run(&host(8, 2, 8, "ticket", "off", 1, 1000));
+    for vm in &r.vms {
+        let long: u64 = vm.lock_holds.iter().filter(|b| b.from_ns >= 1 << 20).map(|b| b.holds).sum();
+        assert!(long > 0 && long * 3 >= vm.counters.lhp_events, "VM {}: {long} holds of 1 ms or more, {} LHP events: {:?}", vm.name, vm.counters.lhp_events, vm.lock_holds);
+    }
+}
+
+#[test]
 fn tas_never_suffers_lock_waiter_preemption() {
     let r = run(&host(8, 2, 8, "tas", "off", 1, 300));
     assert_eq!(r.totals.lwp_events, 0);
