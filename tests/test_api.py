@@ -246,3 +246,13 @@ def test_gang_scheduling_runs_from_python_and_refuses_kvm_balancing(small):
         vspin.validate(small, {"hypervisor.scheduler": "gang", "hypervisor.load_balance": "periodic"})
     with pytest.raises(vspin.ScenarioError, match=r'vm\[0\]\.vcpus: 4 vCPUs cannot run at once on 2 pCPUs'):
         vspin.validate(small, {"hypervisor.scheduler": "gang", "vm.0.vcpus": 4, "vm.0.pin": "none"})
+
+
+def test_a_cpu_quota_throttles_the_vm_and_caps_its_cpu_time(examples):
+    r = vspin.run(examples / "cpu-quota.toml", duration_ms=300)
+    vm = r.vms.iloc[0]
+    cpu_s = (vm["time_useful_ns"] + vm["time_spin_ns"] + vm["time_exit_ns"]) / 1e9
+    assert vm["throttles"] > 0
+    assert cpu_s <= 3 * 0.4 + 8 * 3 * 0.004  # 400 ms a period, plus at most a tick per pCPU and period
+    free = vspin.run(examples / "cpu-quota.toml", {"vm.0.cpu_max.quota_us": 1_600_000}, duration_ms=300)
+    assert free.vms.iloc[0]["throttles"] == 0 and free.vms.iloc[0]["work_units"] > 1.5 * vm["work_units"]

@@ -22,6 +22,10 @@ pub enum Event {
     CreditAccounting,
     /// A gang row's turn ends (`gang.rs`).
     GangTurn { gen: u32 },
+    /// A VM's CPU quota is refilled (`bandwidth.rs`, the period timer).
+    BandwidthPeriod { vm: u32 },
+    /// A VM's returned quota is handed to its throttled pCPUs (`bandwidth.rs`, the slack timer).
+    BandwidthSlack { vm: u32 },
     /// A pCPU's periodic load balancing is due (`load_balance.rs`).
     Balance { pcpu: u32 },
     /// A host interruption of a pCPU (`interruptions`).

@@ -64,6 +64,14 @@ impl Sim {
 
     /// The halted vCPU's thread sleeps until a kick, an interrupt or its guest timer (armed).
     pub(crate) fn block(&mut self, v: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        self.put_to_sleep(v);
+        self.return_spare_runtime(v, p);
+        self.schedule(p);
+    }
+
+    /// The running vCPU `v` leaves its pCPU, blocked; the caller schedules.
+    pub(crate) fn put_to_sleep(&mut self, v: u32) {
         let now = self.now;
         let p = self.vcpus[v as usize].pcpu;
         self.dequeue_sleeper(p, v);
@@ -72,7 +80,6 @@ impl Sim {
         vc.state_since = now;
         vc.hvs_boosted = false;
         self.pcpus[p as usize].curr = None;
-        self.schedule(p);
     }
 
     /// The guest timer that ends a halt: the next guest tick in the PV lock slow path (the

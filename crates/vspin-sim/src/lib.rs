@@ -33,6 +33,7 @@ pub mod memory;
 pub mod metrics;
 pub mod scenario;
 
+mod bandwidth;
 mod cpuidle;
 mod credit1;
 mod directed_yield;

@@ -171,10 +171,15 @@ impl Sim {
         if n == 0 {
             return Failed;
         }
-        let may_move = |s: &Sim, v: u32| s.vcpus[v as usize].affinity == Affinity::Any;
+        // `can_migrate_task`: the affinity allows it, and the vCPU's VM is not throttled on either
+        // pCPU (`throttled_lb_pair`, `bandwidth.rs`).
+        let may_move = |s: &Sim, v: u32, src: u32| {
+            let vc = &s.vcpus[v as usize];
+            vc.affinity == Affinity::Any && !s.throttled_pair(vc.vm, src, p)
+        };
         // `find_busiest_queue` in the busiest group, skipping queues whose every vCPU is pinned
         // (the `LBF_ALL_PINNED` retry).
-        let gives = |q: u32| self.pcpus[q as usize].queued.iter().any(|&v| may_move(self, v));
+        let gives = |q: u32| self.pcpus[q as usize].queued.iter().any(|&v| may_move(self, v, q));
         let Some(src) = busiest.iter().copied().filter(|&q| gives(q)).max_by_key(|&q| (self.nr_runnable(q), std::cmp::Reverse(q))) else {
             return Balanced;
         };
@@ -183,15 +188,16 @@ impl Sim {
             .queued
             .iter()
             .copied()
-            .filter(|&v| may_move(self, v) && (hot_ok || !self.task_hot(v, src, p)))
+            .filter(|&v| may_move(self, v, src) && (hot_ok || !self.task_hot(v, src, p)))
             .collect();
         if candidates.is_empty() {
             return Failed;
         }
         candidates.sort_by_key(|&v| self.detach_order(v));
         for &v in candidates.iter().take(n) {
-            self.pull(v, src, p);
-            self.check_preempt_curr(p, v);
+            if self.pull(v, src, p) {
+                self.check_preempt_curr(p, v);
+            }
         }
         self.maybe_arm_tick(p);
         Moved

@@ -24,6 +24,8 @@
 //!   `wake_ipis`: IPIs that woke a peer sleeping in guest idle.
 //! - `out_of_order`: acquisitions that overtook a waiter who arrived earlier (only locks that
 //!   do not promise FIFO; for those that do, an overtake is an invariant violation).
+//! - `throttles`: the vCPU was held off its pCPU's run queue because its VM's CPU quota
+//!   (`vm.cpu_max`) was spent there (`bandwidth.rs`), running or queued, or woken onto it then.
 //!
 //! Time breakdown per vCPU (sums to the simulated time): `useful` (workload compute, critical
 //! sections included), `spin` (inside lock code and IPI waits: spinning and atomics), `exit`
@@ -64,6 +66,7 @@ pub struct Counters {
     pub shootdowns: u64,
     pub wake_ipis: u64,
     pub out_of_order: u64,
+    pub throttles: u64,
 }
 
 impl Counters {
@@ -84,6 +87,7 @@ impl Counters {
         self.shootdowns += o.shootdowns;
         self.wake_ipis += o.wake_ipis;
         self.out_of_order += o.out_of_order;
+        self.throttles += o.throttles;
     }
 }
 

@@ -253,6 +253,7 @@ impl Sim {
     pub(crate) fn audit(&mut self) {
         self.audit_credits();
         self.audit_gang();
+        self.audit_bandwidth();
         for v in 0..self.vcpus.len() as u32 {
             let vc = &self.vcpus[v as usize];
             if let Act::Spin { word, stale: false, .. } = vc.act {

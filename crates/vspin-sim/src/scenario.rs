@@ -619,7 +619,32 @@ pub struct VmConfig {
     /// How the guest kernel flushes other vCPUs' TLBs (`ipi.rs`).
     #[serde(default)]
     pub tlb_flush: TlbFlush,
+    /// A CPU quota on the VM's vCPU threads, as cgroup v2's `cpu.max` (`bandwidth.rs`).
+    #[serde(default)]
+    pub cpu_max: Option<CpuMax>,
 }
+
+/// cgroup v2's `cpu.max` of a VM ("`quota_us period_us`"): its vCPU threads together may run
+/// `quota_us` of CPU time in each `period_us`, enforced by CFS bandwidth control.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuMax {
+    pub quota_us: u64,
+    /// The kernel's default period is 100 ms.
+    #[serde(default = "default_cpu_max_period_us")]
+    pub period_us: u64,
+}
+
+fn default_cpu_max_period_us() -> u64 {
+    100_000
+}
+
+/// `tg_set_cfs_bandwidth`'s bounds: a period of 1 ms to 1 s (`min_cfs_quota_period`,
+/// `max_cfs_quota_period`) and a quota of at least 1 ms; quotas above the host's whole capacity
+/// are allowed, as the kernel allows them, and then never throttle. The upper bound on the quota
+/// is this project's (1,000 s).
+pub const CPU_MAX_PERIOD_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000;
+pub const CPU_MAX_QUOTA_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
 
 /// How a guest flushes the TLBs of its other vCPUs, the synchronous IPI of the workloads'
 /// shootdowns (`ipi.rs`).
@@ -908,8 +933,32 @@ impl Scenario {
                 }
             }
             self.validate_tlb_flush(vm.tlb_flush, &at("tlb_flush"))?;
+            self.validate_cpu_max(vm, &at("cpu_max"))?;
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
+        }
+        Ok(())
+    }
+
+    /// A CPU quota within the kernel's bounds, on a host whose bandwidth control is modelled:
+    /// CFS and 6.8's EEVDF throttle a group's run queue on each CPU (`bandwidth.rs`). Linux 6.18
+    /// throttles each task as it returns to user space instead, Xen has caps of its own, and a
+    /// gang's turns leave no room for a quota; none of those is modelled.
+    fn validate_cpu_max(&self, vm: &VmConfig, at: &str) -> Result<(), ScenarioError> {
+        let Some(c) = &vm.cpu_max else { return Ok(()) };
+        let scheduler = self.hypervisor.scheduler;
+        if !matches!(scheduler, SchedulerKind::Cfs | SchedulerKind::Eevdf) {
+            let msg = format!(
+                "is Linux's CFS bandwidth control, modelled under scheduler = \"cfs\" or \"eevdf\" (Linux 3.19 and 6.8), not {:?}",
+                scheduler.name()
+            );
+            return Err(err(at, msg));
+        }
+        if !CPU_MAX_PERIOD_US.contains(&c.period_us) {
+            return Err(err(format!("{at}.period_us"), format!("{} is out of range; allowed {CPU_MAX_PERIOD_US:?} (µs)", c.period_us)));
+        }
+        if !CPU_MAX_QUOTA_US.contains(&c.quota_us) {
+            return Err(err(format!("{at}.quota_us"), format!("{} is out of range; allowed {CPU_MAX_QUOTA_US:?} (µs)", c.quota_us)));
         }
         Ok(())
     }

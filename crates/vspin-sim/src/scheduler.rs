@@ -66,6 +66,9 @@ impl Sim {
             if self.scheduler.is_eevdf() {
                 self.update_deadline(p, c);
             }
+            if !self.bandwidth.is_empty() {
+                self.charge_runtime(p, c, delta);
+            }
         }
         self.update_min_vruntime(p);
     }
@@ -142,6 +145,9 @@ impl Sim {
             return self.gang_schedule(p);
         }
         self.update_curr(p);
+        if !self.bandwidth.is_empty() {
+            self.throttle_if_spent(p);
+        }
         let prev = self.pcpus[p as usize].curr;
         let next = self.pick_next(p);
         self.pcpus[p as usize].need_resched = false;
@@ -268,7 +274,7 @@ impl Sim {
         if self.gang.is_some() {
             return;
         }
-        let needed = if self.scheduler == SchedulerKind::Cfs { 2 } else { 1 };
+        let needed = if self.scheduler == SchedulerKind::Cfs && !self.ticks_alone() { 2 } else { 1 };
         if !self.pcpus[p as usize].tick_armed && self.nr_runnable(p) >= needed {
             self.pcpus[p as usize].tick_armed = true;
             let t = self.credit1.as_ref().map_or(self.costs.tick_ns, |c| c.tick_ns);
@@ -286,9 +292,12 @@ impl Sim {
             if self.pcpus[p as usize].need_resched {
                 self.schedule(p);
             }
-        } else if self.nr_runnable(p) > 1 {
+        } else if self.nr_runnable(p) > 1 || self.ticks_alone() {
             self.update_curr(p);
-            if let Some(c) = self.pcpus[p as usize].curr {
+            // A VM's quota ran out here (`bandwidth.rs`).
+            if self.pcpus[p as usize].need_resched {
+                self.schedule(p);
+            } else if let Some(c) = self.pcpus[p as usize].curr.filter(|_| self.nr_runnable(p) > 1) {
                 let nr = self.nr_runnable(p) as u64;
                 let period = if nr > self.costs.nr_latency { nr * self.costs.min_granularity } else { self.costs.sched_latency };
                 let ideal = period / nr;
@@ -336,7 +345,8 @@ impl Sim {
         if self.nr_queued(p) == 1 && self.nr_queued(tp) == 1 {
             return -1;
         }
-        if self.vcpus[target as usize].host != HostState::Runnable {
+        // A vCPU held by its VM's quota is not on a run queue (`yield_to_task_fair`).
+        if self.vcpus[target as usize].host != HostState::Runnable || self.vcpus[target as usize].throttled {
             return 0;
         }
         // EEVDF v6.8 sets the buddy too but never reads it (`NEXT_BUDDY` is off); v6.18 picks
@@ -375,6 +385,9 @@ impl Sim {
             return self.enqueue_woken_eevdf(v, p);
         }
         self.migrate(v, p);
+        if self.held_on_enqueue(v, p, false) {
+            return;
+        }
         let half_latency = self.costs.sched_latency / 2;
         let min_vr = self.pcpus[p as usize].min_vruntime;
         let se = &mut self.vcpus[v as usize].se;
@@ -391,6 +404,10 @@ impl Sim {
         let Some(c) = self.pcpus[p as usize].curr else {
             return self.schedule(p);
         };
+        // The current vCPU's VM just spent its quota here (`bandwidth.rs`): reschedule now.
+        if self.pcpus[p as usize].need_resched && !self.bandwidth.is_empty() {
+            return self.schedule(p);
+        }
         if !self.poller_gives_way(p) {
             self.preempt_if_newcomer_wins(p, c, v);
         }
@@ -419,6 +436,9 @@ impl Sim {
     /// EEVDF wake-up: placed by its lag; it preempts if `pick_eevdf` would now run it (or the
     /// current vCPU's slice just ran out).
     fn enqueue_woken_eevdf(&mut self, v: u32, p: u32) {
+        if self.held_on_enqueue(v, p, false) {
+            return;
+        }
         // No buddy to clear on the old pCPU: EEVDF never sets one here.
         self.place(p, v);
         self.pcpus[p as usize].queued.push(v);
@@ -479,7 +499,10 @@ impl Sim {
         if self.pcpus[p as usize].avg_idle < gate {
             return;
         }
-        let movable = |s: &Sim, q: u32, src: u32| s.vcpus[q as usize].affinity == Affinity::Any && !s.task_hot(q, src, p);
+        let movable = |s: &Sim, q: u32, src: u32| {
+            let vc = &s.vcpus[q as usize];
+            vc.affinity == Affinity::Any && !s.task_hot(q, src, p) && !s.throttled_pair(vc.vm, src, p)
+        };
         let n = self.pcpus.len() as u32;
         let busiest = (0..n)
             .filter(|&o| o != p && self.pcpus[o as usize].queued.iter().any(|&q| movable(self, q, o)))
@@ -489,7 +512,9 @@ impl Sim {
         let Some(v) = queued.iter().copied().filter(|&q| movable(self, q, src)).min_by_key(|&q| self.detach_order(q)) else {
             return;
         };
-        self.pull(v, src, p);
+        if !self.pull(v, src, p) {
+            return;
+        }
         self.pcpus[p as usize].idle_stamp = None;
         self.schedule(p);
     }
@@ -513,8 +538,9 @@ impl Sim {
     }
 
     /// Move the queued (not running) vCPU `v` from `src`'s run queue to `p`'s (a balancer's
-    /// migration; a woken vCPU placed on another pCPU is not counted as one).
-    pub(crate) fn pull(&mut self, v: u32, src: u32, p: u32) {
+    /// migration; a woken vCPU placed on another pCPU is not counted as one). Returns whether
+    /// it was queued there: its VM's quota may hold it instead (`bandwidth.rs`).
+    pub(crate) fn pull(&mut self, v: u32, src: u32, p: u32) -> bool {
         self.vcpus[v as usize].counters.migrations += 1;
         // Dequeue from `src` as `dequeue_entity` does: its vruntime or lag is taken while it
         // still counts there.
@@ -539,7 +565,12 @@ impl Sim {
             self.pcpus[src as usize].queued.retain(|&q| q != v);
         }
         self.vcpus[v as usize].se.listed_at = self.now;
+        self.return_spare_runtime(v, src);
+        if self.held_on_enqueue(v, p, true) {
+            return false;
+        }
         self.pcpus[p as usize].queued.push(v);
+        true
     }
 
     /// A thread is woken onto `p`: if `p` was idle, fold that idle period into `avg_idle`

@@ -146,6 +146,8 @@ pub struct Sim {
     pub(crate) credit1: Option<crate::credit1::Credit1>,
     /// Gang scheduling's matrix and turn (`gang.rs`); `None` under any other scheduler.
     pub(crate) gang: Option<crate::gang::Gang>,
+    /// Each VM's CPU quota (`bandwidth.rs`), by VM index; empty when no VM has one.
+    pub(crate) bandwidth: Vec<Option<crate::bandwidth::Bandwidth>>,
     pub(crate) pcpus: Vec<Pcpu>,
     pub(crate) topology: Topology,
     pub(crate) idle_states: Vec<IdleState>,
@@ -280,6 +282,11 @@ impl Sim {
                 .then(|| crate::credit1::Credit1::new(&sc.hypervisor.credit1.clone().unwrap_or_default())),
             gang: (sc.hypervisor.scheduler == SchedulerKind::Gang)
                 .then(|| crate::gang::Gang::new(&sc.vms, n, sc.hypervisor.gang.clone().unwrap_or_default().slice_ms)),
+            bandwidth: if sc.vms.iter().any(|vm| vm.cpu_max.is_some()) {
+                sc.vms.iter().map(|vm| vm.cpu_max.as_ref().map(|c| crate::bandwidth::Bandwidth::new(c, n as usize))).collect()
+            } else {
+                Vec::new()
+            },
             pcpus: (0..n).map(|_| Pcpu::idle()).collect(),
             topology,
             idle_states: h.idle_states.clone(),
@@ -458,6 +465,7 @@ impl Sim {
             releasing: None,
             wait_began: 0,
             hold_began: 0,
+            throttled: false,
             wait_pauses: 0,
             wait_profiled: false,
             time: TimeBreakdown::default(),
@@ -497,6 +505,7 @@ impl Sim {
         self.start_periodic_balance();
         self.start_credit_accounting();
         self.start_gang_turns();
+        self.start_bandwidth_timers();
         self.q.push(AUDIT_PERIOD_NS, Event::Audit);
         self.q.push(self.end, Event::End);
         while let Some((t, ev)) = self.q.pop() {
@@ -510,6 +519,8 @@ impl Sim {
                 Event::SliceEnd { pcpu, gen } => self.slice_end(pcpu, gen),
                 Event::CreditAccounting => self.credit_accounting(),
                 Event::GangTurn { gen } => self.gang_turn_ends(gen),
+                Event::BandwidthPeriod { vm } => self.bandwidth_period(vm),
+                Event::BandwidthSlack { vm } => self.bandwidth_slack(vm),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {

@@ -1,7 +1,8 @@
 //! The host scheduler policies time-share a pCPU as their kernels do (`kernel-mechanisms.md`
 //! §7): CFS gives each of two busy threads its slice of the scheduling period, EEVDF a base slice,
 //! and both notice the end of a slice only at a scheduler tick; over a second, busy vCPUs get
-//! equal shares.
+//! equal shares. A VM's CPU quota (CFS bandwidth control) caps its CPU time in every period, and
+//! what its throttled vCPUs were doing stalls the others.
 use vspin_sim::Scenario;
 
 /// Two CPU-bound vCPUs sharing one pCPU for one second, host tick 1 ms: host context switches.
@@ -83,4 +84,71 @@ fn periodic_balancing_shares_two_pcpus_among_three_unpinned_vcpus() {
         assert!(shared.iter().all(|&(t, _)| (t - fair).abs() < spread), "{scheduler}, periodic: {shared:?}");
         assert!(shared.iter().any(|&(_, m)| m > 0), "{scheduler}, periodic: {shared:?}");
     }
+}
+
+/// One second of an 8-vCPU `preset` VM pinned 1:1 on 8 pCPUs (ticket lock, TLB flushes by
+/// `tlb_flush`), with `cpu_max` if given: CPU time in s, spin time in s, throttles.
+fn under_quota(preset: &str, tlb_flush: &str, cpu_max: &str, seed: u64) -> (f64, f64, u64) {
+    let text = format!(
+        "seed = {seed}\nduration_ms = 1000\n[host]\ncores_per_socket = 8\n[[vm]]\nname = \"a\"\nvcpus = 8\npin = \"1:1\"\n\
+         lock = \"ticket\"\ntlb_flush = \"{tlb_flush}\"\nworkload = {{ preset = \"{preset}\" }}\n{cpu_max}"
+    );
+    let r = vspin_sim::run(&Scenario::from_toml(&text).unwrap()).unwrap();
+    let t = &r.vms[0].time;
+    ((t.useful_ns + t.spin_ns + t.exit_ns) as f64 / 1e9, t.spin_ns as f64 / 1e9, r.vms[0].counters.throttles)
+}
+
+#[test]
+fn a_cpu_quota_caps_the_vms_cpu_time_in_every_period() {
+    // Half of the 8 pCPUs' time: 400 ms in each 100 ms period. The VM may overrun by what its
+    // pCPUs run between spending their budget and the next tick (4 ms at 250 Hz), at most once
+    // per pCPU and period.
+    let (cpu, _, throttles) = under_quota("kernbench", "ipi", "cpu_max = { quota_us = 400000 }", 1);
+    assert!((3.9..=4.0 + 8.0 * 10.0 * 0.004).contains(&cpu), "{cpu:.3} s of CPU time under a 4 s quota");
+    assert!(throttles >= 8 * 9, "every vCPU is throttled in every period: {throttles} throttles");
+    // A quota the VM cannot use up changes nothing.
+    let (free, _, none) = under_quota("kernbench", "ipi", "cpu_max = { quota_us = 800000 }", 1);
+    assert_eq!((none, free), (0, under_quota("kernbench", "ipi", "", 1).0));
+}
+
+#[test]
+fn a_shootdown_waits_for_targets_their_own_vms_quota_throttled() {
+    // The pCPUs spend their last slices at different moments. A vCPU still running that
+    // flushes the TLBs of the others by IPI waits for every target to acknowledge, and a
+    // throttled one cannot until the next period: the sender spins until its own budget runs
+    // out. The paravirtual flush (Linux 6.8 on KVM) leaves a descheduled target a flag instead.
+    let quota = "cpu_max = { quota_us = 400000 }";
+    for seed in 1..=3 {
+        let share = |tlb_flush: &str, cpu_max: &str| {
+            let (cpu, spin, _) = under_quota("ebizzy", tlb_flush, cpu_max, seed);
+            spin / cpu
+        };
+        let (ipi, ipi_q, pv_q) = (share("ipi", ""), share("ipi", quota), share("kvm-pv", quota));
+        let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+        assert!(ipi_q > 2.0 * ipi, "seed {seed}: spinning {} of CPU time under the quota, {} without", pct(ipi_q), pct(ipi));
+        assert!(pv_q < 0.6 * ipi_q, "seed {seed}: spinning {} of CPU time with the PV flush, {} with IPIs", pct(pv_q), pct(ipi_q));
+    }
+}
+
+#[test]
+fn a_vcpu_throttled_in_a_critical_section_holds_its_lock_until_the_next_period() {
+    // A lock holder whose pCPU runs out of budget stays descheduled for the rest of the period
+    // (about 50 ms here), holding the lock; without the quota no hold outlasts a millisecond.
+    let long_holds = |cpu_max: &str, seed: u64| {
+        let text = format!(
+            "seed = {seed}\nduration_ms = 1000\n[host]\ncores_per_socket = 8\n[[vm]]\nname = \"a\"\nvcpus = 8\npin = \"1:1\"\n\
+             lock = \"ticket\"\ntlb_flush = \"kvm-pv\"\nworkload = {{ preset = \"ebizzy\" }}\n{cpu_max}"
+        );
+        let r = vspin_sim::run(&Scenario::from_toml(&text).unwrap()).unwrap();
+        let vm = &r.vms[0];
+        let over = |ns: u64| vm.lock_holds.iter().filter(|b| b.from_ns >= ns).map(|b| b.holds).sum::<u64>();
+        (over(1 << 20), over(1 << 24), vm.counters.lhp_events)
+    };
+    let (mut long, mut slice_long, mut lhp) = (0, 0, 0);
+    for seed in 1..=6 {
+        assert_eq!(long_holds("", seed).0, 0, "seed {seed}: a hold of 1 ms or more without a quota");
+        let (l, s, h) = long_holds("cpu_max = { quota_us = 400000 }", seed);
+        (long, slice_long, lhp) = (long + l, slice_long + s, lhp + h);
+    }
+    assert!(long >= 6 && slice_long == long && lhp > 0, "{long} holds of 1 ms or more ({slice_long} of 16.8 ms or more), {lhp} LHP events in six runs");
 }

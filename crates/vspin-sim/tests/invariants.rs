@@ -86,10 +86,17 @@ fn scenario() -> impl Strategy<Value = String> {
                     _ => "\"none\"".to_string(),
                 };
                 let shoot = if vcpus > 1 { shoot } else { 0.0 };
+                // A CPU quota on every third seed, where Linux's bandwidth control is modelled:
+                // 1-7 ms in periods of 5 ms, so that a 15 ms run throttles and refills often.
+                let cpu_max = if seed % 3 == 0 && (scheduler == "cfs" || scheduler == "eevdf") {
+                    format!("cpu_max = {{ quota_us = {}, period_us = 5000 }}\n", 1000 + (seed + i as u64) % 7 * 1000)
+                } else {
+                    String::new()
+                };
                 t += &format!(
                     "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
-                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n"
+                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n{cpu_max}"
                 );
             }
             // Every other seed keeps each lock's waits and holds as well.

@@ -1,0 +1,461 @@
+//! CFS bandwidth control: a VM's CPU quota (`vm.cpu_max`, cgroup v2's `cpu.max`), enforced on
+//! its vCPU threads as Linux enforces it on a task group (`kernel/sched/fair.c`, v6.8; 3.19 has
+//! the same mechanism).
+//!
+//! Each period (`period_us`, 100 ms by default) the VM's pool is refilled to `quota_us`
+//! (`__refill_cfs_bandwidth_runtime`, with no burst). The VM's share of each pCPU (its `cfs_rq`
+//! there) runs on a local budget taken from the pool in slices of 5 ms
+//! (`sched_cfs_bandwidth_slice_us`, `__assign_cfs_rq_runtime`), and the running vCPU's time is
+//! charged to that budget (`account_cfs_rq_runtime`, from `update_curr`). When the budget is
+//! spent and the pool is empty the pCPU reschedules, and the VM is *throttled* there
+//! (`check_cfs_rq_runtime` → `throttle_cfs_rq`): its running and queued vCPUs leave the run queue
+//! and wait, runnable, until a timer hands the pCPU budget again. The period timer refills the
+//! pool and gives each throttled pCPU, in the order they were throttled, what it needs to get
+//! back above zero (`distribute_cfs_runtime`); `unthrottle_cfs_rq` re-queues the vCPUs. A vCPU
+//! that wakes onto a throttled pCPU joins the held ones, and the VM's first vCPU on a pCPU checks
+//! the budget before it is queued (`check_enqueue_throttle`). When a pCPU's last vCPU of the VM
+//! blocks or moves away, the budget above 1 ms goes back to the pool (`__return_cfs_rq_runtime`),
+//! and if pCPUs are throttled and the pool holds more than a slice, the slack timer distributes it
+//! 5 ms later, unless a refill comes within 7 ms (`start_cfs_slack_bandwidth`).
+//!
+//! | the VM on a pCPU | budget | what happens |
+//! |---|---|---|
+//! | has a vCPU running | > 0 | its time is charged to the budget |
+//! | has a vCPU running | ≤ 0 | a slice is taken from the pool; if none is left, `schedule()` throttles |
+//! | throttled | ≤ 0 | its vCPUs are held off the run queue (`throttles` counts each); a wake joins them |
+//! | throttled | > 0 | a timer gave it budget: its vCPUs are queued again, placed as woken threads |
+//!
+//! This is what spinning costs a VM with a quota: a waiter spinning behind a holder that its own
+//! VM's throttling descheduled on another pCPU burns the budget the holder needs, and the VM
+//! stays throttled longer.
+//!
+//! Model choices, where the kernel differs or is silent:
+//! - The run queues are flat, as everywhere in this host model: a VM's vCPUs compete as threads,
+//!   not as one group entity per pCPU, so unthrottled vCPUs are placed one by one, as woken
+//!   threads are (`place_entity` with `ENQUEUE_WAKEUP` is what the kernel does for the group).
+//! - A spent budget is noticed at the pCPU's next `update_curr` (its tick, a wake-up, a block or
+//!   a switch), as in the kernel, where the tick is the usual moment; so a CFS tick runs with one
+//!   thread too when a VM has a quota.
+//! - The period timer runs from time 0 and never idles; budget given to a pCPU never expires
+//!   (Linux since 5.4; 3.19 discarded it at each refill, which is not modelled); a throttled pCPU
+//!   is unthrottled at once, where the kernel sends it an IPI.
+//! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
+//!   running.
+use crate::engine::{Event, Time};
+use crate::scenario::{CpuMax, SchedulerKind};
+use crate::simulation::Sim;
+use crate::vcpu::HostState;
+
+/// `sysctl_sched_cfs_bandwidth_slice`: budget a pCPU takes from the pool at a time (ns).
+const SLICE_NS: u64 = 5_000_000;
+/// `min_cfs_rq_runtime`: budget a pCPU keeps when its last thread of the group leaves (ns).
+const MIN_KEPT_NS: i64 = 1_000_000;
+/// `cfs_bandwidth_slack_period`: how long the slack timer waits to gather returned budget (ns).
+const SLACK_PERIOD_NS: u64 = 5_000_000;
+/// `min_bandwidth_expiration`: no slack distribution this close to a refill (ns).
+const MIN_EXPIRATION_NS: u64 = 2_000_000;
+
+/// One VM's quota and its state (`struct cfs_bandwidth` and the VM's `cfs_rq` on each pCPU).
+pub(crate) struct Bandwidth {
+    quota: u64,
+    period: u64,
+    /// `cfs_b->runtime`: what is left of this period's quota.
+    pool: u64,
+    /// Per pCPU, `cfs_rq->runtime_remaining`.
+    budget: Vec<i64>,
+    /// Per pCPU, the VM's vCPUs held off the run queue while it is throttled there, in the
+    /// order they left it.
+    held: Vec<Vec<u32>>,
+    throttled: Vec<bool>,
+    /// Throttled pCPUs, first throttled first (`cfs_b->throttled_cfs_rq`).
+    order: Vec<u32>,
+    slack_armed: bool,
+    next_refill: Time,
+}
+
+impl Bandwidth {
+    pub(crate) fn new(c: &CpuMax, pcpus: usize) -> Self {
+        let (quota, period) = (c.quota_us * 1000, c.period_us * 1000);
+        Bandwidth {
+            quota,
+            period,
+            pool: quota,
+            budget: vec![0; pcpus],
+            held: vec![Vec::new(); pcpus],
+            throttled: vec![false; pcpus],
+            order: Vec::new(),
+            slack_armed: false,
+            next_refill: period,
+        }
+    }
+
+    /// `__assign_cfs_rq_runtime`: top pCPU `p`'s budget up to `target` from the pool; whether it
+    /// is then positive.
+    fn assign(&mut self, p: u32, target: u64) -> bool {
+        let budget = &mut self.budget[p as usize];
+        let wanted = (target as i64 - *budget).max(0) as u64;
+        let amount = wanted.min(self.pool);
+        self.pool -= amount;
+        *budget += amount as i64;
+        *budget > 0
+    }
+}
+
+impl Sim {
+    /// The quota of VM `vm`, if it has one and it is in force.
+    fn bandwidth_of(&mut self, vm: u32) -> Option<&mut Bandwidth> {
+        self.bandwidth.get_mut(vm as usize).and_then(Option::as_mut)
+    }
+
+    fn is_throttled(&self, vm: u32, p: u32) -> bool {
+        self.bandwidth.get(vm as usize).and_then(Option::as_ref).is_some_and(|b| b.throttled[p as usize])
+    }
+
+    /// `throttled_lb_pair`: no balancer moves a vCPU of a VM throttled on either pCPU.
+    pub(crate) fn throttled_pair(&self, vm: u32, src: u32, dst: u32) -> bool {
+        self.is_throttled(vm, src) || self.is_throttled(vm, dst)
+    }
+
+    /// Arm every quota's period timer.
+    pub(crate) fn start_bandwidth_timers(&mut self) {
+        for vm in 0..self.bandwidth.len() as u32 {
+            if let Some(b) = self.bandwidth_of(vm) {
+                let at = b.next_refill;
+                self.q.push(at, Event::BandwidthPeriod { vm });
+            }
+        }
+    }
+
+    /// `account_cfs_rq_runtime`: vCPU `v`, running on `p`, ran `delta` ns more.
+    pub(crate) fn charge_runtime(&mut self, p: u32, v: u32, delta: u64) {
+        let vm = self.vcpus[v as usize].vm;
+        let Some(b) = self.bandwidth_of(vm) else { return };
+        b.budget[p as usize] -= delta as i64;
+        if b.budget[p as usize] > 0 || b.throttled[p as usize] {
+            return;
+        }
+        if !b.assign(p, SLICE_NS) {
+            self.pcpus[p as usize].need_resched = true;
+        }
+    }
+
+    /// `check_cfs_rq_runtime` at `schedule()` on `p`: the running vCPU's VM has spent its budget
+    /// here and the pool is empty, so the VM is throttled on `p`.
+    pub(crate) fn throttle_if_spent(&mut self, p: u32) {
+        let Some(c) = self.pcpus[p as usize].curr else { return };
+        let vm = self.vcpus[c as usize].vm;
+        let Some(b) = self.bandwidth_of(vm) else { return };
+        // `throttle_cfs_rq` asks for 1 ns first: budget may have come back meanwhile.
+        if b.budget[p as usize] > 0 || b.throttled[p as usize] || b.assign(p, 1) {
+            return;
+        }
+        self.throttle(vm, p);
+    }
+
+    /// `throttle_cfs_rq`: VM `vm`'s vCPUs leave `p`'s run queue. A vCPU halt-polling there stops
+    /// polling and blocks (`kvm_vcpu_can_poll` sees the reschedule); a running one is
+    /// descheduled and held with the queued ones.
+    fn throttle(&mut self, vm: u32, p: u32) {
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        b.throttled[p as usize] = true;
+        b.order.push(p);
+        if let Some(c) = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm) {
+            if self.polling(c) {
+                self.stop_segment(c);
+                self.vcpus[c as usize].host_work = None;
+                self.put_to_sleep(c);
+            } else {
+                self.update_curr(p);
+                self.stop_running(c);
+                self.pcpus[p as usize].curr = None;
+                self.hold(vm, p, c, true);
+            }
+        }
+        let rq = &mut self.pcpus[p as usize];
+        let (leaving, staying): (Vec<u32>, Vec<u32>) = rq.queued.iter().partition(|&&q| self.vcpus[q as usize].vm == vm);
+        rq.queued = staying;
+        for v in leaving {
+            self.hold(vm, p, v, true);
+        }
+    }
+
+    /// Hold the runnable, not running vCPU `v` off `p`'s run queue. One that was queued there
+    /// keeps its lag for its placement at unthrottling (one woken from a halt kept it then).
+    fn hold(&mut self, vm: u32, p: u32, v: u32, was_queued: bool) {
+        self.clear_buddies(p, v);
+        if was_queued && self.scheduler.is_eevdf() {
+            self.save_lag(p, v);
+        }
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert_eq!(vc.host, HostState::Runnable);
+        vc.throttled = true;
+        vc.counters.throttles += 1;
+        self.bandwidth_of(vm).expect("a VM with a quota").held[p as usize].push(v);
+    }
+
+    /// Before `v` is queued on `p` (woken, or moved there by a balancer): if its VM is throttled
+    /// there, or this makes the VM's first vCPU there and no budget is to be had
+    /// (`check_enqueue_throttle`), hold it instead. Returns whether it was held. `was_queued`:
+    /// it comes from another run queue (a balancer's move, already placed on `p`), not from a
+    /// halt.
+    pub(crate) fn held_on_enqueue(&mut self, v: u32, p: u32, was_queued: bool) -> bool {
+        let vm = self.vcpus[v as usize].vm;
+        let first_here = !self.vm_on(vm, p);
+        let Some(b) = self.bandwidth_of(vm) else { return false };
+        if !b.throttled[p as usize] {
+            if !first_here || b.budget[p as usize] > 0 || b.assign(p, SLICE_NS) {
+                return false;
+            }
+            b.throttled[p as usize] = true;
+            b.order.push(p);
+        }
+        self.set_task_cpu(v, p);
+        self.hold(vm, p, v, was_queued);
+        true
+    }
+
+    /// Whether VM `vm` has a vCPU running or queued on `p` (its `cfs_rq` there has threads).
+    fn vm_on(&self, vm: u32, p: u32) -> bool {
+        let rq = &self.pcpus[p as usize];
+        rq.curr.iter().chain(&rq.queued).any(|&q| self.vcpus[q as usize].vm == vm)
+    }
+
+    /// `return_cfs_rq_runtime`: `v`'s VM may just have lost its last vCPU on `p`; if so, the
+    /// budget there above 1 ms goes back to the pool, and the slack timer is armed if throttled
+    /// pCPUs could use it.
+    pub(crate) fn return_spare_runtime(&mut self, v: u32, p: u32) {
+        let vm = self.vcpus[v as usize].vm;
+        if self.bandwidth_of(vm).is_none() || self.vm_on(vm, p) {
+            return;
+        }
+        let now = self.now;
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        let spare = b.budget[p as usize] - MIN_KEPT_NS;
+        if spare <= 0 {
+            return;
+        }
+        b.budget[p as usize] -= spare;
+        b.pool += spare as u64;
+        let refill_soon = b.next_refill - now < SLACK_PERIOD_NS + MIN_EXPIRATION_NS;
+        if b.pool > SLICE_NS && !b.order.is_empty() && !refill_soon && !b.slack_armed {
+            b.slack_armed = true;
+            self.q.push(now + SLACK_PERIOD_NS, Event::BandwidthSlack { vm });
+        }
+    }
+
+    /// The period timer (`do_sched_cfs_period_timer`): refill the pool, hand it to the throttled
+    /// pCPUs, and re-arm.
+    pub(crate) fn bandwidth_period(&mut self, vm: u32) {
+        let now = self.now;
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        b.pool = b.quota;
+        b.next_refill = now + b.period;
+        let at = b.next_refill;
+        self.q.push(at, Event::BandwidthPeriod { vm });
+        self.distribute_runtime(vm);
+    }
+
+    /// The slack timer (`do_sched_cfs_slack_timer`): hand returned budget to throttled pCPUs,
+    /// unless a refill is due within 2 ms or no more than a slice is free.
+    pub(crate) fn bandwidth_slack(&mut self, vm: u32) {
+        let now = self.now;
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        b.slack_armed = false;
+        if b.next_refill - now < MIN_EXPIRATION_NS || b.pool <= SLICE_NS {
+            return;
+        }
+        self.distribute_runtime(vm);
+    }
+
+    /// `distribute_cfs_runtime`: each throttled pCPU in turn gets what brings its budget to 1 ns,
+    /// while the pool lasts, and those that reach it are unthrottled.
+    fn distribute_runtime(&mut self, vm: u32) {
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        let mut freed = Vec::new();
+        for &p in &b.order {
+            if b.pool == 0 {
+                break;
+            }
+            let budget = &mut b.budget[p as usize];
+            let given = ((1 - *budget).max(0) as u64).min(b.pool);
+            b.pool -= given;
+            *budget += given as i64;
+            if *budget > 0 {
+                freed.push(p);
+            }
+        }
+        b.order.retain(|p| !freed.contains(p));
+        for p in freed {
+            self.unthrottle(vm, p);
+        }
+    }
+
+    /// `unthrottle_cfs_rq`: VM `vm`'s held vCPUs go back on `p`'s run queue, placed as woken
+    /// threads; an idle `p` picks one.
+    fn unthrottle(&mut self, vm: u32, p: u32) {
+        let b = self.bandwidth_of(vm).expect("a VM with a quota");
+        b.throttled[p as usize] = false;
+        let held = std::mem::take(&mut b.held[p as usize]);
+        if held.is_empty() {
+            return;
+        }
+        self.update_curr(p);
+        let half_latency = self.costs.sched_latency / 2;
+        for v in held {
+            self.vcpus[v as usize].throttled = false;
+            if self.scheduler.is_eevdf() {
+                self.place(p, v);
+            } else {
+                let min_vr = self.pcpus[p as usize].min_vruntime;
+                let se = &mut self.vcpus[v as usize].se;
+                se.vruntime = se.vruntime.max(min_vr.saturating_sub(half_latency));
+            }
+            self.vcpus[v as usize].se.listed_at = self.now;
+            self.pcpus[p as usize].queued.push(v);
+        }
+        if self.pcpus[p as usize].curr.is_none() {
+            self.schedule(p);
+        }
+        self.maybe_arm_tick(p);
+    }
+
+    /// Under CFS the tick is armed for one thread too when a VM has a quota: it is when a spent
+    /// budget is usually noticed.
+    pub(crate) fn ticks_alone(&self) -> bool {
+        self.scheduler == SchedulerKind::Cfs && !self.bandwidth.is_empty()
+    }
+
+    /// Every quota's books balance: a throttled pCPU has none of the VM's vCPUs running or queued
+    /// and an empty budget, a held vCPU is runnable on that pCPU, and no pCPU's budget exceeds a
+    /// slice. (The pool may exceed the quota between refills, with budget returned from an
+    /// earlier period, as in the kernel since budgets stopped expiring.)
+    pub(crate) fn audit_bandwidth(&mut self) {
+        let mut found = Vec::new();
+        for (vm, b) in self.bandwidth.iter().enumerate() {
+            let Some(b) = b else { continue };
+            for p in 0..b.held.len() {
+                if b.budget[p] > SLICE_NS as i64 {
+                    found.push(format!("VM {vm}'s budget on pCPU {p}, {} ns, exceeds a slice", b.budget[p]));
+                }
+                let throttled = b.throttled[p];
+                if !throttled && !b.held[p].is_empty() {
+                    found.push(format!("VM {vm} holds vCPUs {:?} on pCPU {p}, which is not throttled", b.held[p]));
+                }
+                if throttled && (self.vm_on(vm as u32, p as u32) || b.budget[p] > 0) {
+                    found.push(format!("VM {vm} is throttled on pCPU {p} with budget {} ns or a vCPU queued there", b.budget[p]));
+                }
+                for &v in &b.held[p] {
+                    let vc = &self.vcpus[v as usize];
+                    if vc.host != HostState::Runnable || vc.pcpu != p as u32 || !vc.throttled {
+                        found.push(format!("held vCPU {v} of VM {vm} is {:?} on pCPU {}, not runnable on {p}", vc.host, vc.pcpu));
+                    }
+                }
+            }
+        }
+        for f in found {
+            self.violations.push(format!("bandwidth: {f} (at {} ns)", self.now));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Event;
+    use crate::scenario::Scenario;
+    use crate::simulation::Sim;
+    use crate::vcpu::{Act, HostState};
+
+    /// One pCPU; VM `q` (vCPUs 0 and 1) has a quota of 1 ms per 10 ms, VM `o` (vCPUs 2 and 3)
+    /// none. Run queues emptied for the test to fill.
+    fn host() -> Sim {
+        let text = "duration_ms = 100\n[host]\ncores_per_socket = 1\n\
+                    [[vm]]\nname = \"q\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n\
+                    cpu_max = { quota_us = 1000, period_us = 10000 }\n\
+                    [[vm]]\nname = \"o\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        s.pcpus[0].queued.clear();
+        s
+    }
+
+    /// vCPU 0 of `q` runs on pCPU 0 computing; vCPUs 1 (`q`), 2 and 3 (`o`) are queued.
+    fn busy() -> Sim {
+        let mut s = host();
+        s.pcpus[0].curr = Some(0);
+        s.vcpus[0].host = HostState::Running;
+        s.vcpus[0].act = Act::Compute { remaining: 1_000_000_000 };
+        s.pcpus[0].queued = vec![1, 2, 3];
+        for v in [1, 2, 3] {
+            s.vcpus[v].host = HostState::Runnable;
+        }
+        s
+    }
+
+    #[test]
+    fn a_pcpu_takes_budget_in_slices_and_the_pool_gives_what_it_has() {
+        let mut s = busy();
+        s.charge_runtime(0, 0, 0);
+        let b = s.bandwidth[0].as_ref().unwrap();
+        // The pool held the whole 1 ms quota, less than a 5 ms slice: all of it moved.
+        assert_eq!((b.budget[0], b.pool), (1_000_000, 0));
+        s.charge_runtime(0, 0, 1_000_000);
+        assert!(s.pcpus[0].need_resched, "a spent budget with an empty pool reschedules");
+    }
+
+    #[test]
+    fn a_spent_budget_throttles_the_vms_vcpus_on_the_pcpu_and_the_refill_brings_them_back() {
+        let mut s = busy();
+        s.bandwidth[0].as_mut().unwrap().pool = 0;
+        s.now = 1_000;
+        s.vcpus[0].se.exec_start = 0;
+        s.schedule(0);
+        // vCPU 0 was running and vCPU 1 queued: both held, in that order; `o`'s vCPUs take the
+        // pCPU.
+        assert!(matches!(s.pcpus[0].curr, Some(2 | 3)));
+        assert_eq!(s.bandwidth[0].as_ref().unwrap().held[0], vec![0, 1]);
+        assert!(s.vcpus[0].throttled && s.vcpus[1].throttled);
+        assert_eq!((s.vcpus[0].counters.throttles, s.vcpus[1].counters.throttles), (1, 1));
+        // The one that was running is preempted, runnable, and no candidate for `yield_to`.
+        assert_eq!(s.vcpus[0].host, HostState::Runnable);
+        assert_eq!(s.yield_to(2, 0), 0);
+        s.now = 10_000_000;
+        s.bandwidth_period(0);
+        let b = s.bandwidth[0].as_ref().unwrap();
+        assert!(!b.throttled[0] && b.held[0].is_empty() && b.budget[0] == 1 && b.pool == 1_000_000 - 1_001);
+        assert!(s.pcpus[0].queued.contains(&0) && s.pcpus[0].queued.contains(&1));
+        assert!(!s.vcpus[0].throttled && !s.vcpus[1].throttled);
+    }
+
+    #[test]
+    fn a_vcpu_woken_onto_a_throttled_pcpu_joins_the_held_ones() {
+        let mut s = busy();
+        s.bandwidth[0].as_mut().unwrap().pool = 0;
+        s.schedule(0);
+        s.vcpus[0].host = HostState::Runnable;
+        let b = s.bandwidth[0].as_mut().unwrap();
+        b.held[0].retain(|&v| v != 0);
+        s.vcpus[0].throttled = false;
+        assert!(s.held_on_enqueue(0, 0, false));
+        assert_eq!(s.bandwidth[0].as_ref().unwrap().held[0], vec![1, 0]);
+        // Another VM's vCPU is queued as usual.
+        assert!(!s.held_on_enqueue(2, 0, false));
+    }
+
+    #[test]
+    fn budget_left_on_a_pcpu_the_vm_leaves_returns_to_the_pool_and_the_slack_timer_hands_it_on() {
+        let mut s = host();
+        let b = s.bandwidth[0].as_mut().unwrap();
+        // pCPU 0 keeps 4 ms of budget; another (pretend) pCPU is throttled.
+        b.budget[0] = 4_000_000;
+        b.pool = 2_500_000;
+        b.order.push(0);
+        b.throttled[0] = false;
+        s.now = 1_000_000;
+        s.return_spare_runtime(0, 0);
+        let b = s.bandwidth[0].as_ref().unwrap();
+        // All but `min_cfs_rq_runtime` (1 ms) went back, and with more than a slice free and a
+        // throttled pCPU the slack timer is armed.
+        assert_eq!((b.budget[0], b.pool, b.slack_armed), (1_000_000, 5_500_000, true));
+        let armed = std::iter::from_fn(|| s.q.pop()).any(|(t, e)| e == Event::BandwidthSlack { vm: 0 } && t == 6_000_000);
+        assert!(armed, "the slack timer fires 5 ms later");
+    }
+}
