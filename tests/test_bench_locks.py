@@ -44,3 +44,28 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert main(["bench-locks", "--pin", "1:1", "--json", out]) == 2
     err = capsys.readouterr().err
     assert "--pin" in err and "none, round-robin" in err
+
+
+def test_bench_locks_runs_under_a_cpu_quota_where_the_machine_allows_one(tmp_path, capsys):
+    import pytest
+
+    from vspin.bench_locks import BenchConfigError, bench_locks
+
+    try:
+        report = bench_locks([2], seconds=0.3, locks=["tas"], cpu_max=(50_000, 100_000))
+    except BenchConfigError as e:
+        pytest.skip(f"no CPU-quota cgroup here: {e}")
+    assert report["machine"]["cpu_max"] == {"quota_us": 50_000, "period_us": 100_000}
+    # Half a CPU for two busy threads: the group is throttled in most periods.
+    stats = report["cgroup"]
+    assert stats["cgroup_version"] in (1, 2) and 0 < stats["nr_throttled"] <= stats["nr_periods"]
+
+
+def test_bench_locks_rejects_a_bad_cpu_quota(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench-locks", "--cpu-max", "500", "--json", str(tmp_path / "x.json")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--cpu-max" in err and "below the kernel's least" in err

@@ -11,6 +11,7 @@ import json
 import math
 
 from vspin import _core
+from vspin.cgroup import CgroupError, cpu_quota
 
 
 class BenchConfigError(ValueError):
@@ -34,12 +35,14 @@ MAX_LOOP_NS = 1_000_000_000
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
-                pin: str = "none") -> dict:
+                pin: str = "none", cpu_max: tuple[int, int] | None = None) -> dict:
     """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
     Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one
-    of :data:`PINS`.
+    of :data:`PINS`. ``cpu_max`` (quota µs, period µs) runs the whole benchmark in a cgroup with
+    that CPU quota, as a container with a CPU limit (:mod:`vspin.cgroup`); the report then holds
+    it under ``machine.cpu_max`` and the group's throttling under ``cgroup``.
     """
     allowed = lock_names()
     if threads is not None and (not threads or min(threads) < 1):
@@ -61,10 +64,23 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
         config["threads"] = threads
     if locks:
         config["locks"] = locks
+    def run() -> dict:
+        try:
+            return json.loads(_core.bench_locks_json(json.dumps(config)))
+        except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
+            raise BenchConfigError(str(e)) from None
+
+    if cpu_max is None:
+        return run()
+    quota_us, period_us = cpu_max
     try:
-        return json.loads(_core.bench_locks_json(json.dumps(config)))
-    except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
-        raise BenchConfigError(str(e)) from None
+        with cpu_quota(quota_us, period_us) as throttling:
+            report = run()
+    except CgroupError as e:
+        raise BenchConfigError(f"--cpu-max: {e}") from None
+    report["machine"]["cpu_max"] = {"quota_us": quota_us, "period_us": period_us}
+    report["cgroup"] = throttling
+    return report
 
 
 def table(report: dict) -> str:
@@ -78,7 +94,19 @@ def table(report: dict) -> str:
         lines.append("")
         lines.append("uncontended lock+unlock (ns): " + ", ".join(
             f"{lock} {ns:.1f}" for lock, ns in report["uncontended_ns"].items()))
+    if report.get("cgroup"):
+        lines.append(quota_line(report["machine"]["cpu_max"], [report["cgroup"]]))
     return "\n".join(lines)
+
+
+def quota_line(cpu_max: dict | list, throttling: list[dict]) -> str:
+    """The CPU quota a benchmark ran under, and how often its cgroup was throttled."""
+    quota_us, period_us = (cpu_max["quota_us"], cpu_max["period_us"]) if isinstance(cpu_max, dict) else cpu_max
+    periods = sum(t["nr_periods"] for t in throttling)
+    throttled = sum(t["nr_throttled"] for t in throttling)
+    return (f"CPU quota {quota_us:,} µs per {period_us:,} µs ({quota_us / period_us:.2f} CPUs, cgroup v"
+            f"{throttling[0]['cgroup_version']}): throttled in {throttled:,} of {periods:,} periods, "
+            f"{sum(t['throttled_usec'] for t in throttling) / 1e6:.2f} s in all")
 
 
 def plot(report: dict, path: str) -> None:

@@ -159,6 +159,15 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,4, got {text!r}") from None
 
 
+def _cpu_max(text: str) -> tuple[int, int]:
+    from vspin.cgroup import parse_cpu_max
+
+    try:
+        return parse_cpu_max(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--cpu-max: ")) from None
+
+
 def _lock_names(text: str) -> list[str]:
     """`--locks a,b` as a list of distinct names (which names exist is the benchmark's to say)."""
     names = [x.strip() for x in text.split(",")]
@@ -183,7 +192,8 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
         return 2
     locks = args.locks
     try:
-        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup, args.pin)
+        report = bench_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.warmup, args.pin,
+                             args.cpu_max)
     except BenchConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -228,7 +238,7 @@ def _cmd_validate_locks(args: argparse.Namespace) -> int:
                 raise ValidationError(f"--costs: {args.costs} holds no cost table object")
         report = validate_locks(args.threads, args.seconds, args.cs_ns, args.think_ns, locks, args.repeat,
                                 args.host_hz, costs, args.workers, args.warmup, args.host_scheduler, args.pin,
-                                DEFAULT_SEEDS if args.seeds is None else args.seeds)
+                                DEFAULT_SEEDS if args.seeds is None else args.seeds, args.cpu_max)
     except ValidationError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -392,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pin", default="none", metavar="PLACEMENT",
                    help="none (default: the OS scheduler places and migrates the threads) or round-robin "
                         "(thread i pinned to the i-th CPU)")
+    p.add_argument("--cpu-max", type=_cpu_max, metavar="QUOTA_US[/PERIOD_US]",
+                   help="run the threads in a cgroup with this CPU quota, as a container with a CPU limit "
+                        "(100000 is one CPU; the period defaults to 100000; needs root or a delegated cgroup)")
     p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
     p.add_argument("--plot", type=_plot_file, metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
@@ -418,8 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pin", default="none", metavar="PLACEMENT",
                    help="none (default: the OS scheduler places and migrates the threads) or round-robin "
                         "(thread i pinned to the i-th CPU), measured and simulated")
+    p.add_argument("--cpu-max", type=_cpu_max, metavar="QUOTA_US[/PERIOD_US]",
+                   help="measure under this CPU quota (a cgroup, as bench-locks --cpu-max) and simulate the same "
+                        "quota (the VM's cpu_max)")
     # The options that say what to measure, which a report given with --measured fixes.
-    measurement = ("threads", "seconds", "warmup", "cs_ns", "think_ns", "locks", "repeat", "host_hz", "costs", "pin")
+    measurement = ("threads", "seconds", "warmup", "cs_ns", "think_ns", "locks", "repeat", "host_hz", "costs", "pin",
+                   "cpu_max")
     p.set_defaults(measurement_defaults={k: p.get_default(k) for k in measurement})
     p.add_argument("--measured", metavar="FILE",
                    help="predict again the measurements of an earlier report instead of measuring (after a "

@@ -34,7 +34,7 @@ import statistics
 from itertools import combinations
 
 from vspin import _core
-from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names
+from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names, quota_line
 from vspin.experiments.pticket import BACKGROUND as PTICKET_HOST_BACKGROUND
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
@@ -210,11 +210,14 @@ def loop_jitter(loop_cv: float, cs_ns: float, think_ns: float) -> float:
 
 
 def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: float, think_ns: float,
-                  seed: int = 1, scheduler: str = "cfs", pin: str = "none", loop_cv: float = 0.0) -> dict:
+                  seed: int = 1, scheduler: str = "cfs", pin: str = "none", loop_cv: float = 0.0,
+                  cpu_max: list[int] | None = None) -> dict:
     """One benchmark point (lock, thread count) as a host-mode scenario of ``seconds``, its threads
     placed as ``pin`` (one of ``PINS``) says, its busy loops as jittery as ``loop_cv`` (see
-    :func:`loop_jitter`; 0 for exact lengths)."""
+    :func:`loop_jitter`; 0 for exact lengths), under the CPU quota ``cpu_max`` (quota µs, period
+    µs) if the benchmark ran under one."""
     cpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
+    quota = {"cpu_max": {"quota_us": cpu_max[0], "period_us": cpu_max[1]}} if cpu_max else {}
     return {
         "name": f"host-{lock}-{threads}",
         "seed": seed,
@@ -234,6 +237,7 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
                 "cs_long_probability": 0.0, "block_probability": 0.0, "shootdown_probability": 0.0,
                 "wake_probability": 0.0, "durations": "fixed", "jitter": loop_jitter(loop_cv, cs_ns, think_ns),
             },
+            **quota,
         }],
     }
 
@@ -294,7 +298,8 @@ def median_spread(runs: list[float | None]) -> float | None:
 def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100, think_ns: int = 200,
                    locks: list[str] | None = None, repeat: int = 3, host_hz: int | None = None,
                    costs: dict | None = None, workers: int | None = None, warmup_s: float = 0.2,
-                   host_scheduler: str | None = None, pin: str = "none", seeds: int = DEFAULT_SEEDS) -> dict:
+                   host_scheduler: str | None = None, pin: str = "none", seeds: int = DEFAULT_SEEDS,
+                   cpu_max: tuple[int, int] | None = None) -> dict:
     """Run ``vspin bench-locks`` and its host-mode prediction at the same points.
 
     Each point is measured ``repeat`` times and simulated with seeds 1..``seeds``; both report
@@ -304,7 +309,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     machine (EEVDF, threads leaving a barrier) do not play alike. ``costs`` is a cost table
     measured earlier (default: measure now); ``host_hz`` the kernel's ``CONFIG_HZ`` (default:
     read from the kernel's configuration); ``host_scheduler`` one of ``HOST_SCHEDULERS`` (default:
-    the running kernel's); ``pin`` the threads' placement, measured and simulated (``PINS``).
+    the running kernel's); ``pin`` the threads' placement, measured and simulated (``PINS``);
+    ``cpu_max`` a CPU quota (quota µs, period µs) the benchmark runs under (a cgroup) and the
+    prediction simulates (the VM's ``cpu_max``).
     """
     allowed = simulated_locks()
     for lock in locks or []:
@@ -346,12 +353,12 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     for lock in locks:
         try:
             _core.validate_json(json.dumps(host_scenario(host, lock, max(counts), warmup_s + seconds, cs_ns,
-                                                         think_ns, 1, scheduler, pin)))
+                                                         think_ns, 1, scheduler, pin, 0.0, cpu_max)))
         except ValueError as e:
             raise ValidationError(f"the host-mode scenario of {lock} (from the cost table): {e}") from None
 
     try:
-        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin) for _ in range(repeat)]
+        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin, cpu_max) for _ in range(repeat)]
     except BenchConfigError as e:
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
@@ -370,8 +377,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "machine": runs[0]["machine"],
         "config": {"threads": sorted({n for _, n in measured}), "seconds": seconds, "warmup_s": warmup_s,
                    "cs_ns": cs_ns, "think_ns": think_ns, "locks": locks, "repeat": repeat, "seeds": seeds, "host_hz": hz,
-                   "host_scheduler": scheduler, "pin": pin},
+                   "host_scheduler": scheduler, "pin": pin, "cpu_max": list(cpu_max) if cpu_max else None},
         "load_average_before": load_before,
+        **({"cgroup_runs": [run["cgroup"] for run in runs]} if cpu_max else {}),
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "bench_loop_cv": [run["loop_cv"] for run in runs],
         "host_costs": costs,
@@ -479,7 +487,7 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
     # Reports from before the loops' jitter was measured are predicted with exact lengths, as then.
     loop_cv = statistics.median(report.get("bench_loop_cv") or [0.0])
     scenarios = [host_scenario(host, r["lock"], r["threads"], warmup_s + c["seconds"], c["cs_ns"], c["think_ns"],
-                               seed, c["host_scheduler"], c["pin"], loop_cv)
+                               seed, c["host_scheduler"], c["pin"], loop_cv, c.get("cpu_max"))
                  for r in report["rows"] for seed in range(1, seeds + 1)]
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):
@@ -599,6 +607,8 @@ def table(report: dict) -> str:
     for d in report.get("host_cost_drift", []):
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
+    if report.get("cgroup_runs"):
+        lines.append(quota_line(report["config"]["cpu_max"], report["cgroup_runs"]) + "; simulated as the VM's cpu_max")
     calibration = report.get("bench_ns_per_iteration")
     jitter = report.get("bench_loop_cv")
     load = report.get("load_average_before")

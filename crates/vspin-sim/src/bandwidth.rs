@@ -1,6 +1,6 @@
 //! CFS bandwidth control: a VM's CPU quota (`vm.cpu_max`, cgroup v2's `cpu.max`), enforced on
-//! its vCPU threads as Linux enforces it on a task group (`kernel/sched/fair.c`, v6.8; 3.19 has
-//! the same mechanism).
+//! its vCPU threads as Linux enforces it on a task group (`kernel/sched/fair.c`, v6.8; 3.19 and
+//! 6.18 have the same mechanism, with the differences below).
 //!
 //! Each period (`period_us`, 100 ms by default) the VM's pool is refilled to `quota_us`
 //! (`__refill_cfs_bandwidth_runtime`, with no burst). The VM's share of each pCPU (its `cfs_rq`
@@ -39,6 +39,10 @@
 //! - The period timer runs from time 0 and never idles; budget given to a pCPU never expires
 //!   (Linux since 5.4; 3.19 discarded it at each refill, which is not modelled); a throttled pCPU
 //!   is unthrottled at once, where the kernel sends it an IPI.
+//! - Linux 6.18 throttles task by task: a throttled group's threads stay queued, and each is
+//!   dequeued by a task work when it next returns to user space (a vCPU thread before its next VM
+//!   entry), so each runs a moment more; the model dequeues them at once, as before 6.18, and
+//!   finishes the dequeue of the group's delayed threads there.
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
 //!   running.
 use crate::engine::{Event, Time};
@@ -177,6 +181,15 @@ impl Sim {
         for v in leaving {
             self.hold(vm, p, v, true);
         }
+        // 6.18: the VM's blocked vCPUs still queued there as delayed finish their dequeue, as
+        // when the pick meets one (`DELAY_ZERO`).
+        let delayed: Vec<u32> = self.pcpus[p as usize].delayed.iter().copied().filter(|&d| self.vcpus[d as usize].vm == vm).collect();
+        for v in delayed {
+            self.save_lag(p, v);
+            self.pcpus[p as usize].delayed.retain(|&d| d != v);
+            let se = &mut self.vcpus[v as usize].se;
+            se.vlag = se.vlag.min(0);
+        }
     }
 
     /// Hold the runnable, not running vCPU `v` off `p`'s run queue. One that was queued there
@@ -214,10 +227,11 @@ impl Sim {
         true
     }
 
-    /// Whether VM `vm` has a vCPU running or queued on `p` (its `cfs_rq` there has threads).
+    /// Whether VM `vm` has a vCPU running, queued or (6.18) delayed on `p`: its `cfs_rq` there
+    /// has threads (`nr_queued`).
     fn vm_on(&self, vm: u32, p: u32) -> bool {
         let rq = &self.pcpus[p as usize];
-        rq.curr.iter().chain(&rq.queued).any(|&q| self.vcpus[q as usize].vm == vm)
+        rq.curr.iter().chain(&rq.queued).chain(&rq.delayed).any(|&q| self.vcpus[q as usize].vm == vm)
     }
 
     /// `return_cfs_rq_runtime`: `v`'s VM may just have lost its last vCPU on `p`; if so, the

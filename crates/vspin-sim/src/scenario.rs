@@ -940,16 +940,14 @@ impl Scenario {
         Ok(())
     }
 
-    /// A CPU quota within the kernel's bounds, on a host whose bandwidth control is modelled:
-    /// CFS and 6.8's EEVDF throttle a group's run queue on each CPU (`bandwidth.rs`). Linux 6.18
-    /// throttles each task as it returns to user space instead, Xen has caps of its own, and a
-    /// gang's turns leave no room for a quota; none of those is modelled.
+    /// A CPU quota within the kernel's bounds, on a Linux host (`bandwidth.rs`). Xen has caps of
+    /// its own, and a gang's turns leave no room for a quota; neither is modelled.
     fn validate_cpu_max(&self, vm: &VmConfig, at: &str) -> Result<(), ScenarioError> {
         let Some(c) = &vm.cpu_max else { return Ok(()) };
         let scheduler = self.hypervisor.scheduler;
-        if !matches!(scheduler, SchedulerKind::Cfs | SchedulerKind::Eevdf) {
+        if !matches!(scheduler, SchedulerKind::Cfs | SchedulerKind::Eevdf | SchedulerKind::Eevdf618) {
             let msg = format!(
-                "is Linux's CFS bandwidth control, modelled under scheduler = \"cfs\" or \"eevdf\" (Linux 3.19 and 6.8), not {:?}",
+                "is Linux's CFS bandwidth control, modelled under scheduler = \"cfs\", \"eevdf\" or \"eevdf-6.18\", not {:?}",
                 scheduler.name()
             );
             return Err(err(at, msg));
