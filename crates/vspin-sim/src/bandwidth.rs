@@ -8,10 +8,12 @@
 //! (`sched_cfs_bandwidth_slice_us`, `__assign_cfs_rq_runtime`), and the running vCPU's time is
 //! charged to that budget (`account_cfs_rq_runtime`, from `update_curr`). When the budget is
 //! spent and the pool is empty the pCPU reschedules, and the VM is *throttled* there
-//! (`check_cfs_rq_runtime` → `throttle_cfs_rq`): its running and queued vCPUs leave the run queue
-//! and wait, runnable, until a timer hands the pCPU budget again. The period timer refills the
-//! pool and gives each throttled pCPU, in the order they were throttled, what it needs to get
-//! back above zero (`distribute_cfs_runtime`); `unthrottle_cfs_rq` re-queues the vCPUs. A vCPU
+//! (`check_cfs_rq_runtime` → `throttle_cfs_rq`, also when the vCPU that spent it just blocked):
+//! its running and queued vCPUs leave the run queue and wait, runnable, until a timer hands the
+//! pCPU budget again. The period timer refills the pool and gives each throttled pCPU, in turn,
+//! what it needs to get back above zero (`distribute_cfs_runtime`: the first throttled first
+//! since 5.x, the last first in 3.19, which also throttles without asking the pool for 1 ns
+//! first); `unthrottle_cfs_rq` re-queues the vCPUs. A vCPU
 //! that wakes onto a throttled pCPU joins the held ones, and the VM's first vCPU on a pCPU checks
 //! the budget before it is queued (`check_enqueue_throttle`). When a pCPU's last vCPU of the VM
 //! blocks or moves away, the budget above 1 ms goes back to the pool (`__return_cfs_rq_runtime`),
@@ -143,62 +145,83 @@ impl Sim {
         }
     }
 
-    /// `check_cfs_rq_runtime` at `schedule()` on `p`: the running vCPU's VM has spent its budget
-    /// here and the pool is empty, so the VM is throttled on `p`.
-    pub(crate) fn throttle_if_spent(&mut self, p: u32) {
-        let Some(c) = self.pcpus[p as usize].curr else { return };
-        let vm = self.vcpus[c as usize].vm;
+    /// `check_cfs_rq_runtime` (from `put_prev_entity`) at `schedule()` on `p`, for the VM of
+    /// `v`, the vCPU that was running there (and may just have blocked): if the VM has spent its
+    /// budget here and the pool is empty, it is throttled on `p`, even with no vCPU left there,
+    /// so that its debt is repaid at the next refill.
+    pub(crate) fn throttle_if_spent(&mut self, p: u32, v: u32) {
+        let vm = self.vcpus[v as usize].vm;
+        let recheck = self.scheduler != SchedulerKind::Cfs;
         let Some(b) = self.bandwidth_of(vm) else { return };
-        // `throttle_cfs_rq` asks for 1 ns first: budget may have come back meanwhile.
-        if b.budget[p as usize] > 0 || b.throttled[p as usize] || b.assign(p, 1) {
+        // Since 5.x `throttle_cfs_rq` asks for 1 ns first: budget may have come back meanwhile
+        // (3.19 throttles at once).
+        if b.budget[p as usize] > 0 || b.throttled[p as usize] || (recheck && b.assign(p, 1)) {
             return;
         }
         self.throttle(vm, p);
     }
 
-    /// `throttle_cfs_rq`: VM `vm`'s vCPUs leave `p`'s run queue. A vCPU halt-polling there stops
-    /// polling and blocks (`kvm_vcpu_can_poll` sees the reschedule); a running one is
-    /// descheduled and held with the queued ones.
-    fn throttle(&mut self, vm: u32, p: u32) {
+    /// Mark VM `vm` throttled on `p`, and list `p` for the timers' distribution: last in Linux
+    /// 6.8 and 6.18 (`list_add_tail_rcu`), first in 3.19 (`list_add_rcu`, "so that an
+    /// already-started distribute_cfs_runtime will not see us").
+    fn mark_throttled(&mut self, vm: u32, p: u32) {
+        let newest_first = self.scheduler == SchedulerKind::Cfs;
         let b = self.bandwidth_of(vm).expect("a VM with a quota");
         b.throttled[p as usize] = true;
-        b.order.push(p);
-        if let Some(c) = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm) {
-            if self.polling(c) {
-                self.stop_segment(c);
-                self.vcpus[c as usize].host_work = None;
-                self.put_to_sleep(c);
-            } else {
-                self.update_curr(p);
-                self.stop_running(c);
-                self.pcpus[p as usize].curr = None;
-                self.hold(vm, p, c, true);
+        if newest_first {
+            b.order.insert(0, p);
+        } else {
+            b.order.push(p);
+        }
+    }
+
+    /// `throttle_cfs_rq`: VM `vm`'s vCPUs leave `p`'s run queue. A vCPU halt-polling there stops
+    /// polling and blocks (`kvm_vcpu_can_poll` sees the reschedule); a running one is
+    /// descheduled and held with the queued ones. Under EEVDF each keeps its lag, taken while
+    /// all of them still count in the run queue's average (`update_entity_lag` before the
+    /// dequeue).
+    fn throttle(&mut self, vm: u32, p: u32) {
+        self.mark_throttled(vm, p);
+        self.update_curr(p);
+        let of_vm = |s: &Sim, list: &[u32]| list.iter().copied().filter(|&q| s.vcpus[q as usize].vm == vm).collect::<Vec<u32>>();
+        let running = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm);
+        let polling = running.filter(|&c| self.polling(c));
+        let running = running.filter(|_| polling.is_none());
+        let queued = of_vm(self, &self.pcpus[p as usize].queued);
+        let delayed = of_vm(self, &self.pcpus[p as usize].delayed);
+        if self.scheduler.is_eevdf() {
+            for &v in running.iter().chain(&queued).chain(&delayed) {
+                self.save_lag(p, v);
             }
         }
-        let rq = &mut self.pcpus[p as usize];
-        let (leaving, staying): (Vec<u32>, Vec<u32>) = rq.queued.iter().partition(|&&q| self.vcpus[q as usize].vm == vm);
-        rq.queued = staying;
-        for v in leaving {
-            self.hold(vm, p, v, true);
+        if let Some(c) = polling {
+            self.stop_segment(c);
+            self.vcpus[c as usize].host_work = None;
+            self.put_to_sleep(c);
+        }
+        if let Some(c) = running {
+            self.stop_running(c);
+            self.pcpus[p as usize].curr = None;
+            self.hold(vm, p, c);
+        }
+        self.pcpus[p as usize].queued.retain(|q| !queued.contains(q));
+        for v in queued {
+            self.hold(vm, p, v);
         }
         // 6.18: the VM's blocked vCPUs still queued there as delayed finish their dequeue, as
         // when the pick meets one (`DELAY_ZERO`).
-        let delayed: Vec<u32> = self.pcpus[p as usize].delayed.iter().copied().filter(|&d| self.vcpus[d as usize].vm == vm).collect();
+        self.pcpus[p as usize].delayed.retain(|d| !delayed.contains(d));
         for v in delayed {
-            self.save_lag(p, v);
-            self.pcpus[p as usize].delayed.retain(|&d| d != v);
             let se = &mut self.vcpus[v as usize].se;
             se.vlag = se.vlag.min(0);
         }
     }
 
-    /// Hold the runnable, not running vCPU `v` off `p`'s run queue. One that was queued there
-    /// keeps its lag for its placement at unthrottling (one woken from a halt kept it then).
-    fn hold(&mut self, vm: u32, p: u32, v: u32, was_queued: bool) {
+    /// Hold the runnable, not running vCPU `v` off `p`'s run queue. Its lag (EEVDF) is what it
+    /// had when it left a run queue: taken at the throttle, when it halted, or at the pCPU a
+    /// balancer took it from.
+    fn hold(&mut self, vm: u32, p: u32, v: u32) {
         self.clear_buddies(p, v);
-        if was_queued && self.scheduler.is_eevdf() {
-            self.save_lag(p, v);
-        }
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Runnable);
         vc.throttled = true;
@@ -208,10 +231,9 @@ impl Sim {
 
     /// Before `v` is queued on `p` (woken, or moved there by a balancer): if its VM is throttled
     /// there, or this makes the VM's first vCPU there and no budget is to be had
-    /// (`check_enqueue_throttle`), hold it instead. Returns whether it was held. `was_queued`:
-    /// it comes from another run queue (a balancer's move, already placed on `p`), not from a
-    /// halt.
-    pub(crate) fn held_on_enqueue(&mut self, v: u32, p: u32, was_queued: bool) -> bool {
+    /// (`check_enqueue_throttle`), hold it instead. Returns whether it was held; then a spent
+    /// budget of the vCPU running on `p` reschedules now.
+    pub(crate) fn held_on_enqueue(&mut self, v: u32, p: u32) -> bool {
         let vm = self.vcpus[v as usize].vm;
         let first_here = !self.vm_on(vm, p);
         let Some(b) = self.bandwidth_of(vm) else { return false };
@@ -219,12 +241,37 @@ impl Sim {
             if !first_here || b.budget[p as usize] > 0 || b.assign(p, SLICE_NS) {
                 return false;
             }
-            b.throttled[p as usize] = true;
-            b.order.push(p);
+            self.mark_throttled(vm, p);
         }
         self.set_task_cpu(v, p);
-        self.hold(vm, p, v, was_queued);
+        self.hold(vm, p, v);
+        self.resched_if_spent(p);
         true
+    }
+
+    /// `resched_curr` after a budget ran out in an `update_curr` that no scheduling decision
+    /// follows (a wake-up held, an unthrottle): the kernel reschedules at once, not at the tick.
+    fn resched_if_spent(&mut self, p: u32) {
+        if self.pcpus[p as usize].need_resched && self.pcpus[p as usize].curr.is_some() {
+            self.schedule(p);
+        }
+    }
+
+    /// The quota of each VM at the start: its first vCPU on each pCPU takes a slice of budget
+    /// there, as a vCPU queued there would (`check_enqueue_throttle`); where none is left, the VM
+    /// starts throttled. Runs before the first `schedule()`.
+    pub(crate) fn start_bandwidth(&mut self) {
+        for vm in 0..self.bandwidth.len() as u32 {
+            for p in 0..self.pcpus.len() as u32 {
+                if self.bandwidth_of(vm).is_none() || !self.vm_on(vm, p) {
+                    continue;
+                }
+                let b = self.bandwidth_of(vm).expect("a VM with a quota");
+                if !b.assign(p, SLICE_NS) {
+                    self.throttle(vm, p);
+                }
+            }
+        }
     }
 
     /// Whether VM `vm` has a vCPU running, queued or (6.18) delayed on `p`: its `cfs_rq` there
@@ -329,6 +376,8 @@ impl Sim {
         }
         if self.pcpus[p as usize].curr.is_none() {
             self.schedule(p);
+        } else {
+            self.resched_if_spent(p);
         }
         self.maybe_arm_tick(p);
     }
@@ -379,97 +428,234 @@ mod tests {
     use crate::simulation::Sim;
     use crate::vcpu::{Act, HostState};
 
-    /// One pCPU; VM `q` (vCPUs 0 and 1) has a quota of 1 ms per 10 ms, VM `o` (vCPUs 2 and 3)
-    /// none. Run queues emptied for the test to fill.
-    fn host() -> Sim {
-        let text = "duration_ms = 100\n[host]\ncores_per_socket = 1\n\
-                    [[vm]]\nname = \"q\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n\
-                    cpu_max = { quota_us = 1000, period_us = 10000 }\n\
-                    [[vm]]\nname = \"o\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
-        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
-        s.pcpus[0].queued.clear();
+    const MS: u64 = 1_000_000;
+
+    /// `pcpus` pCPUs under `scheduler`; VM `q` (vCPUs 0 and 1) has a quota of `quota_us` per
+    /// 10 ms, VM `o` (vCPUs 2 and 3) none. Run queues emptied for the test to fill.
+    fn host(scheduler: &str, pcpus: u32, quota_us: u64) -> Sim {
+        let text = format!(
+            "duration_ms = 100\n[host]\ncores_per_socket = {pcpus}\n[hypervisor]\nscheduler = \"{scheduler}\"\n\
+             [[vm]]\nname = \"q\"\nvcpus = 2\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n\
+             cpu_max = {{ quota_us = {quota_us}, period_us = 10000 }}\n\
+             [[vm]]\nname = \"o\"\nvcpus = 2\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
+        );
+        let mut s = Sim::new(&Scenario::from_toml(&text).unwrap());
+        for rq in &mut s.pcpus {
+            rq.queued.clear();
+        }
         s
     }
 
-    /// vCPU 0 of `q` runs on pCPU 0 computing; vCPUs 1 (`q`), 2 and 3 (`o`) are queued.
-    fn busy() -> Sim {
-        let mut s = host();
+    /// On pCPU 0 of `host`: vCPU 0 of `q` runs computing, vCPUs 1 (`q`), 2 and 3 (`o`) are
+    /// queued.
+    fn busy(scheduler: &str) -> Sim {
+        let mut s = host(scheduler, 1, 1000);
         s.pcpus[0].curr = Some(0);
         s.vcpus[0].host = HostState::Running;
         s.vcpus[0].act = Act::Compute { remaining: 1_000_000_000 };
         s.pcpus[0].queued = vec![1, 2, 3];
         for v in [1, 2, 3] {
             s.vcpus[v].host = HostState::Runnable;
+            s.vcpus[v].pcpu = 0;
         }
         s
     }
 
+    fn quota(s: &Sim) -> &super::Bandwidth {
+        s.bandwidth[0].as_ref().unwrap()
+    }
+
+    fn quota_mut(s: &mut Sim) -> &mut super::Bandwidth {
+        s.bandwidth[0].as_mut().unwrap()
+    }
+
     #[test]
     fn a_pcpu_takes_budget_in_slices_and_the_pool_gives_what_it_has() {
-        let mut s = busy();
+        let mut s = busy("eevdf");
         s.charge_runtime(0, 0, 0);
-        let b = s.bandwidth[0].as_ref().unwrap();
         // The pool held the whole 1 ms quota, less than a 5 ms slice: all of it moved.
-        assert_eq!((b.budget[0], b.pool), (1_000_000, 0));
+        assert_eq!((quota(&s).budget[0], quota(&s).pool), (1_000_000, 0));
         s.charge_runtime(0, 0, 1_000_000);
         assert!(s.pcpus[0].need_resched, "a spent budget with an empty pool reschedules");
     }
 
     #[test]
     fn a_spent_budget_throttles_the_vms_vcpus_on_the_pcpu_and_the_refill_brings_them_back() {
-        let mut s = busy();
-        s.bandwidth[0].as_mut().unwrap().pool = 0;
+        let mut s = busy("eevdf");
+        quota_mut(&mut s).pool = 0;
         s.now = 1_000;
         s.vcpus[0].se.exec_start = 0;
         s.schedule(0);
         // vCPU 0 was running and vCPU 1 queued: both held, in that order; `o`'s vCPUs take the
         // pCPU.
         assert!(matches!(s.pcpus[0].curr, Some(2 | 3)));
-        assert_eq!(s.bandwidth[0].as_ref().unwrap().held[0], vec![0, 1]);
+        assert_eq!(quota(&s).held[0], vec![0, 1]);
         assert!(s.vcpus[0].throttled && s.vcpus[1].throttled);
         assert_eq!((s.vcpus[0].counters.throttles, s.vcpus[1].counters.throttles), (1, 1));
         // The one that was running is preempted, runnable, and no candidate for `yield_to`.
         assert_eq!(s.vcpus[0].host, HostState::Runnable);
         assert_eq!(s.yield_to(2, 0), 0);
-        s.now = 10_000_000;
+        // Ten milliseconds on, with `o`'s vCPU computing since then (no event has run).
+        s.now = 10 * MS;
+        let c = s.pcpus[0].curr.unwrap();
+        let vc = &mut s.vcpus[c as usize];
+        (vc.host_work, vc.act, vc.seg_start, vc.se.exec_start) = (None, Act::Compute { remaining: 1_000_000_000 }, s.now, s.now);
         s.bandwidth_period(0);
-        let b = s.bandwidth[0].as_ref().unwrap();
+        let b = quota(&s);
         assert!(!b.throttled[0] && b.held[0].is_empty() && b.budget[0] == 1 && b.pool == 1_000_000 - 1_001);
         assert!(s.pcpus[0].queued.contains(&0) && s.pcpus[0].queued.contains(&1));
         assert!(!s.vcpus[0].throttled && !s.vcpus[1].throttled);
     }
 
     #[test]
+    fn a_vcpu_that_blocks_after_spending_the_budget_leaves_its_vm_throttled() {
+        // `put_prev_entity` checks the group of the task that blocked, too: the VM's queued
+        // vCPU 1 must not run on a budget already spent.
+        let mut s = busy("eevdf");
+        quota_mut(&mut s).pool = 0;
+        s.now = 1_000;
+        s.vcpus[0].se.exec_start = 0;
+        s.vcpus[0].act = Act::Halted(crate::vcpu::HaltReason::Idle { wake_at: 50 * MS });
+        s.block(0);
+        assert!(quota(&s).throttled[0], "the blocked vCPU's VM is throttled");
+        assert_eq!(quota(&s).held[0], vec![1]);
+        assert!(matches!(s.pcpus[0].curr, Some(2 | 3)));
+    }
+
+    #[test]
+    fn the_lags_of_a_throttled_vms_vcpus_are_taken_while_all_still_count() {
+        // Alone on the pCPU, vCPU 0 (running) and vCPU 1 (queued) at vruntimes 102 and 98 ms:
+        // the average is 100 ms, so their lags are -2 and +2 ms.
+        let mut s = busy("eevdf");
+        s.pcpus[0].queued = vec![1];
+        for (v, vr) in [(0, 102 * MS), (1, 98 * MS)] {
+            s.vcpus[v].se.vruntime = vr;
+        }
+        s.vcpus[0].se.exec_start = 0;
+        quota_mut(&mut s).pool = 0;
+        quota_mut(&mut s).budget[0] = -1;
+        s.schedule(0);
+        assert_eq!(quota(&s).held[0], vec![0, 1]);
+        assert_eq!((s.vcpus[0].se.vlag, s.vcpus[1].se.vlag), (-2 * MS as i64, 2 * MS as i64));
+    }
+
+    #[test]
+    fn linux_3_19_hands_budget_to_the_last_throttled_first_and_6_8_to_the_first() {
+        for (scheduler, first) in [("cfs", 1), ("eevdf", 0)] {
+            let mut s = host(scheduler, 2, 1000);
+            let b = quota_mut(&mut s);
+            b.pool = 0;
+            b.budget = vec![-(MS as i64) / 2, -(MS as i64) / 2];
+            s.throttle(0, 0);
+            s.throttle(0, 1);
+            // The refill (1 ms) brings one debt of 0.5 ms to 1 ns, and leaves the other at -1 ns.
+            s.now = 10 * MS;
+            s.bandwidth_period(0);
+            let b = quota(&s);
+            assert_eq!(b.throttled, vec![first == 1, first == 0], "{scheduler}");
+            assert_eq!(b.order, vec![1 - first], "{scheduler}");
+        }
+    }
+
+    #[test]
+    fn linux_6_8_checks_for_returned_budget_before_it_throttles_and_3_19_does_not() {
+        for (scheduler, throttled) in [("eevdf", false), ("cfs", true)] {
+            let mut s = busy(scheduler);
+            let b = quota_mut(&mut s);
+            (b.pool, b.budget[0]) = (5, -1);
+            s.throttle_if_spent(0, 0);
+            assert_eq!(quota(&s).throttled[0], throttled, "{scheduler}");
+        }
+    }
+
+    #[test]
     fn a_vcpu_woken_onto_a_throttled_pcpu_joins_the_held_ones() {
-        let mut s = busy();
-        s.bandwidth[0].as_mut().unwrap().pool = 0;
+        let mut s = busy("eevdf");
+        quota_mut(&mut s).pool = 0;
         s.schedule(0);
         s.vcpus[0].host = HostState::Runnable;
-        let b = s.bandwidth[0].as_mut().unwrap();
-        b.held[0].retain(|&v| v != 0);
+        quota_mut(&mut s).held[0].retain(|&v| v != 0);
         s.vcpus[0].throttled = false;
-        assert!(s.held_on_enqueue(0, 0, false));
-        assert_eq!(s.bandwidth[0].as_ref().unwrap().held[0], vec![1, 0]);
+        assert!(s.held_on_enqueue(0, 0));
+        assert_eq!(quota(&s).held[0], vec![1, 0]);
         // Another VM's vCPU is queued as usual.
-        assert!(!s.held_on_enqueue(2, 0, false));
+        assert!(!s.held_on_enqueue(2, 0));
+    }
+
+    #[test]
+    fn the_vms_first_vcpu_on_a_pcpu_without_budget_is_held_there() {
+        // `check_enqueue_throttle`: pCPU 0 holds no vCPU of `q` and the pool is empty.
+        let mut s = host("eevdf", 1, 1000);
+        quota_mut(&mut s).pool = 0;
+        s.vcpus[0].host = HostState::Runnable;
+        assert!(s.held_on_enqueue(0, 0));
+        assert!(quota(&s).throttled[0]);
+        // With budget in the pool it takes a slice instead.
+        let mut s = host("eevdf", 1, 1000);
+        s.vcpus[0].host = HostState::Runnable;
+        assert!(!s.held_on_enqueue(0, 0));
+        assert_eq!(quota(&s).budget[0], MS as i64);
+    }
+
+    #[test]
+    fn no_balancer_moves_a_vcpu_of_a_vm_throttled_on_either_pcpu() {
+        let mut s = host("eevdf", 2, 1000);
+        quota_mut(&mut s).throttled[1] = true;
+        assert!(s.throttled_pair(0, 0, 1) && s.throttled_pair(0, 1, 0));
+        assert!(!s.throttled_pair(1, 0, 1), "another VM moves freely");
+    }
+
+    #[test]
+    fn an_unthrottled_vcpu_under_cfs_is_placed_as_a_woken_one() {
+        // Held since long ago at vruntime 0, it comes back no further behind than half the
+        // latency from `min_vruntime`.
+        let mut s = busy("cfs");
+        quota_mut(&mut s).pool = 0;
+        s.schedule(0);
+        s.pcpus[0].min_vruntime = 100 * MS;
+        s.vcpus[1].se.vruntime = 0;
+        s.now = 10 * MS;
+        s.bandwidth_period(0);
+        assert_eq!(s.vcpus[1].se.vruntime, 100 * MS - s.costs.sched_latency / 2);
+    }
+
+    /// `q` with 4 ms of budget left on pCPU 0 and throttled on pCPU 1; the pool holds 2.5 ms.
+    fn slack_host() -> Sim {
+        let mut s = host("eevdf", 2, 8000);
+        let b = quota_mut(&mut s);
+        (b.pool, b.budget) = (2_500_000, vec![4 * MS as i64, -1]);
+        s.throttle(0, 1);
+        s
     }
 
     #[test]
     fn budget_left_on_a_pcpu_the_vm_leaves_returns_to_the_pool_and_the_slack_timer_hands_it_on() {
-        let mut s = host();
-        let b = s.bandwidth[0].as_mut().unwrap();
-        // pCPU 0 keeps 4 ms of budget; another (pretend) pCPU is throttled.
-        b.budget[0] = 4_000_000;
-        b.pool = 2_500_000;
-        b.order.push(0);
-        b.throttled[0] = false;
-        s.now = 1_000_000;
+        let mut s = slack_host();
+        s.now = MS;
         s.return_spare_runtime(0, 0);
-        let b = s.bandwidth[0].as_ref().unwrap();
         // All but `min_cfs_rq_runtime` (1 ms) went back, and with more than a slice free and a
-        // throttled pCPU the slack timer is armed.
-        assert_eq!((b.budget[0], b.pool, b.slack_armed), (1_000_000, 5_500_000, true));
-        let armed = std::iter::from_fn(|| s.q.pop()).any(|(t, e)| e == Event::BandwidthSlack { vm: 0 } && t == 6_000_000);
-        assert!(armed, "the slack timer fires 5 ms later");
+        // throttled pCPU the slack timer is armed for 5 ms later.
+        assert_eq!((quota(&s).budget[0], quota(&s).pool, quota(&s).slack_armed), (MS as i64, 5_500_000, true));
+        let armed = std::iter::from_fn(|| s.q.pop()).any(|(t, e)| e == Event::BandwidthSlack { vm: 0 } && t == 6 * MS);
+        assert!(armed);
+        s.now = 6 * MS;
+        s.bandwidth_slack(0);
+        let b = quota(&s);
+        assert!(!b.throttled[1] && b.budget[1] == 1 && b.pool == 5_500_000 - 2 && !b.slack_armed);
+    }
+
+    #[test]
+    fn the_slack_timer_stays_away_from_a_refill() {
+        // Returned at 4 ms, the slack would come 1 ms before the 10 ms refill: not armed.
+        let mut s = slack_host();
+        s.now = 4 * MS;
+        s.return_spare_runtime(0, 0);
+        assert!(!quota(&s).slack_armed);
+        // Armed earlier, it does nothing when it fires within 2 ms of the refill.
+        let mut s = slack_host();
+        quota_mut(&mut s).pool = 6 * MS;
+        s.now = 8_500_000;
+        s.bandwidth_slack(0);
+        assert!(quota(&s).throttled[1]);
     }
 }

@@ -67,6 +67,7 @@ impl Sim {
         let p = self.vcpus[v as usize].pcpu;
         self.put_to_sleep(v);
         self.return_spare_runtime(v, p);
+        self.throttle_if_spent(p, v);
         self.schedule(p);
     }
 

@@ -145,8 +145,8 @@ impl Sim {
             return self.gang_schedule(p);
         }
         self.update_curr(p);
-        if !self.bandwidth.is_empty() {
-            self.throttle_if_spent(p);
+        if let Some(c) = self.pcpus[p as usize].curr.filter(|_| !self.bandwidth.is_empty()) {
+            self.throttle_if_spent(p, c);
         }
         let prev = self.pcpus[p as usize].curr;
         let next = self.pick_next(p);
@@ -385,7 +385,7 @@ impl Sim {
             return self.enqueue_woken_eevdf(v, p);
         }
         self.migrate(v, p);
-        if self.held_on_enqueue(v, p, false) {
+        if self.held_on_enqueue(v, p) {
             return;
         }
         let half_latency = self.costs.sched_latency / 2;
@@ -436,7 +436,7 @@ impl Sim {
     /// EEVDF wake-up: placed by its lag; it preempts if `pick_eevdf` would now run it (or the
     /// current vCPU's slice just ran out).
     fn enqueue_woken_eevdf(&mut self, v: u32, p: u32) {
-        if self.held_on_enqueue(v, p, false) {
+        if self.held_on_enqueue(v, p) {
             return;
         }
         // No buddy to clear on the old pCPU: EEVDF never sets one here.
@@ -566,7 +566,7 @@ impl Sim {
         }
         self.vcpus[v as usize].se.listed_at = self.now;
         self.return_spare_runtime(v, src);
-        if self.held_on_enqueue(v, p, true) {
+        if self.held_on_enqueue(v, p) {
             return false;
         }
         self.pcpus[p as usize].queued.push(v);

@@ -497,6 +497,7 @@ impl Sim {
     }
 
     fn simulate(&mut self) -> Result<(), InvariantViolation> {
+        self.start_bandwidth();
         for p in 0..self.pcpus.len() as u32 {
             self.schedule(p);
         }

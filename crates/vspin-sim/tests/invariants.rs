@@ -86,9 +86,9 @@ fn scenario() -> impl Strategy<Value = String> {
                     _ => "\"none\"".to_string(),
                 };
                 let shoot = if vcpus > 1 { shoot } else { 0.0 };
-                // A CPU quota on every third seed, where Linux's bandwidth control is modelled:
+                // A CPU quota on every odd seed, where Linux's bandwidth control is modelled:
                 // 1-7 ms in periods of 5 ms, so that a 15 ms run throttles and refills often.
-                let cpu_max = if seed % 3 == 0 && (scheduler == "cfs" || scheduler.starts_with("eevdf")) {
+                let cpu_max = if seed % 2 == 1 && (scheduler == "cfs" || scheduler.starts_with("eevdf")) {
                     format!("cpu_max = {{ quota_us = {}, period_us = 5000 }}\n", 1000 + (seed + i as u64) % 7 * 1000)
                 } else {
                     String::new()
