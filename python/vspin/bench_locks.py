@@ -95,13 +95,13 @@ def table(report: dict) -> str:
         lines.append("uncontended lock+unlock (ns): " + ", ".join(
             f"{lock} {ns:.1f}" for lock, ns in report["uncontended_ns"].items()))
     if report.get("cgroup"):
-        lines.append(quota_line(report["machine"]["cpu_max"], [report["cgroup"]]))
+        cpu_max = report["machine"]["cpu_max"]
+        lines.append(quota_line(cpu_max["quota_us"], cpu_max["period_us"], [report["cgroup"]]))
     return "\n".join(lines)
 
 
-def quota_line(cpu_max: dict | list, throttling: list[dict]) -> str:
+def quota_line(quota_us: int, period_us: int, throttling: list[dict]) -> str:
     """The CPU quota a benchmark ran under, and how often its cgroup was throttled."""
-    quota_us, period_us = (cpu_max["quota_us"], cpu_max["period_us"]) if isinstance(cpu_max, dict) else cpu_max
     periods = sum(t["nr_periods"] for t in throttling)
     throttled = sum(t["nr_throttled"] for t in throttling)
     return (f"CPU quota {quota_us:,} µs per {period_us:,} µs ({quota_us / period_us:.2f} CPUs, cgroup v"

@@ -52,11 +52,12 @@ def _mounts(mounts_file: Path) -> list[tuple[str, str, list[str]]]:
     return found
 
 
-def _own_group(proc_cgroup: Path, hierarchy: str) -> str:
-    """This process's group path in a hierarchy: ``""`` for cgroup v2, a controller name for v1."""
+def _own_group(proc_cgroup: Path, controller: str) -> str:
+    """This process's group path in the hierarchy of ``controller`` (v1), or in the unified one
+    (v2), whose lines in ``/proc/self/cgroup`` name no controller: ``controller=""``."""
     for line in proc_cgroup.read_text().splitlines():
         _, controllers, path = line.split(":", 2)
-        if controllers.split(",") == [""] if hierarchy == "" else hierarchy in controllers.split(","):
+        if controller in controllers.split(","):
             return path
     return "/"
 

@@ -608,7 +608,7 @@ def table(report: dict) -> str:
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
     if report.get("cgroup_runs"):
-        lines.append(quota_line(report["config"]["cpu_max"], report["cgroup_runs"]) + "; simulated as the VM's cpu_max")
+        lines.append(quota_line(*report["config"]["cpu_max"], report["cgroup_runs"]) + "; simulated as the VM's cpu_max")
     calibration = report.get("bench_ns_per_iteration")
     jitter = report.get("bench_loop_cv")
     load = report.get("load_average_before")

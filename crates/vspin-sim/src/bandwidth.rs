@@ -117,6 +117,13 @@ impl Sim {
         self.bandwidth.get(vm as usize).and_then(Option::as_ref).is_some_and(|b| b.throttled[p as usize])
     }
 
+    /// Whether `v` is held off its run queue by its VM's quota: runnable on a pCPU where its VM is
+    /// throttled (where none of its vCPUs is queued or running).
+    pub(crate) fn is_held(&self, v: u32) -> bool {
+        let vc = &self.vcpus[v as usize];
+        vc.host == HostState::Runnable && self.is_throttled(vc.vm, vc.pcpu)
+    }
+
     /// `throttled_lb_pair`: no balancer moves a vCPU of a VM throttled on either pCPU.
     pub(crate) fn throttled_pair(&self, vm: u32, src: u32, dst: u32) -> bool {
         self.is_throttled(vm, src) || self.is_throttled(vm, dst)
@@ -179,10 +186,9 @@ impl Sim {
     /// polling and blocks (`kvm_vcpu_can_poll` sees the reschedule); a running one is
     /// descheduled and held with the queued ones. Under EEVDF each keeps its lag, taken while
     /// all of them still count in the run queue's average (`update_entity_lag` before the
-    /// dequeue).
+    /// dequeue). Every caller has charged the running vCPU (`update_curr`) already.
     fn throttle(&mut self, vm: u32, p: u32) {
         self.mark_throttled(vm, p);
-        self.update_curr(p);
         let of_vm = |s: &Sim, list: &[u32]| list.iter().copied().filter(|&q| s.vcpus[q as usize].vm == vm).collect::<Vec<u32>>();
         let running = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm);
         let polling = running.filter(|&c| self.polling(c));
@@ -224,7 +230,6 @@ impl Sim {
         self.clear_buddies(p, v);
         let vc = &mut self.vcpus[v as usize];
         debug_assert_eq!(vc.host, HostState::Runnable);
-        vc.throttled = true;
         vc.counters.throttles += 1;
         self.bandwidth_of(vm).expect("a VM with a quota").held[p as usize].push(v);
     }
@@ -363,7 +368,6 @@ impl Sim {
         self.update_curr(p);
         let half_latency = self.costs.sched_latency / 2;
         for v in held {
-            self.vcpus[v as usize].throttled = false;
             if self.scheduler.is_eevdf() {
                 self.place(p, v);
             } else {
@@ -409,7 +413,7 @@ impl Sim {
                 }
                 for &v in &b.held[p] {
                     let vc = &self.vcpus[v as usize];
-                    if vc.host != HostState::Runnable || vc.pcpu != p as u32 || !vc.throttled {
+                    if vc.host != HostState::Runnable || vc.pcpu != p as u32 {
                         found.push(format!("held vCPU {v} of VM {vm} is {:?} on pCPU {}, not runnable on {p}", vc.host, vc.pcpu));
                     }
                 }
@@ -490,7 +494,7 @@ mod tests {
         // pCPU.
         assert!(matches!(s.pcpus[0].curr, Some(2 | 3)));
         assert_eq!(quota(&s).held[0], vec![0, 1]);
-        assert!(s.vcpus[0].throttled && s.vcpus[1].throttled);
+        assert!(s.is_held(0) && s.is_held(1));
         assert_eq!((s.vcpus[0].counters.throttles, s.vcpus[1].counters.throttles), (1, 1));
         // The one that was running is preempted, runnable, and no candidate for `yield_to`.
         assert_eq!(s.vcpus[0].host, HostState::Runnable);
@@ -504,7 +508,7 @@ mod tests {
         let b = quota(&s);
         assert!(!b.throttled[0] && b.held[0].is_empty() && b.budget[0] == 1 && b.pool == 1_000_000 - 1_001);
         assert!(s.pcpus[0].queued.contains(&0) && s.pcpus[0].queued.contains(&1));
-        assert!(!s.vcpus[0].throttled && !s.vcpus[1].throttled);
+        assert!(!s.is_held(0) && !s.is_held(1));
     }
 
     #[test]
@@ -575,7 +579,6 @@ mod tests {
         s.schedule(0);
         s.vcpus[0].host = HostState::Runnable;
         quota_mut(&mut s).held[0].retain(|&v| v != 0);
-        s.vcpus[0].throttled = false;
         assert!(s.held_on_enqueue(0, 0));
         assert_eq!(quota(&s).held[0], vec![1, 0]);
         // Another VM's vCPU is queued as usual.

@@ -346,7 +346,7 @@ impl Sim {
             return -1;
         }
         // A vCPU held by its VM's quota is not on a run queue (`yield_to_task_fair`).
-        if self.vcpus[target as usize].host != HostState::Runnable || self.vcpus[target as usize].throttled {
+        if self.vcpus[target as usize].host != HostState::Runnable || self.is_held(target) {
             return 0;
         }
         // EEVDF v6.8 sets the buddy too but never reads it (`NEXT_BUDDY` is off); v6.18 picks

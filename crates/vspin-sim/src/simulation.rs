@@ -465,7 +465,6 @@ impl Sim {
             releasing: None,
             wait_began: 0,
             hold_began: 0,
-            throttled: false,
             wait_pauses: 0,
             wait_profiled: false,
             time: TimeBreakdown::default(),

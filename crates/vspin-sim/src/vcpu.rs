@@ -172,8 +172,6 @@ pub(crate) struct Vcpu {
     pub wait_pauses: u64,
     pub wait_profiled: bool,
     pub held: Option<u32>,
-    /// Held off its run queue by its VM's CPU quota (`bandwidth.rs`).
-    pub throttled: bool,
     /// When its wait for the lock in `held` ended.
     pub hold_began: Time,
     pub releasing: Option<u32>,
