@@ -134,8 +134,16 @@ def test_settings_override_nested_keys_and_every_vm(small):
 
 
 def test_setting_a_missing_list_entry_is_a_clear_error(small):
-    with pytest.raises(vspin.ScenarioError, match=r"vm\.5 does not exist; the list has 2 entries"):
+    with pytest.raises(vspin.ScenarioError, match=r"vm\.5 does not exist; the list has 2 entries \(use 0\.\.1 or \*, or a name: a, b\)"):
         vspin.load_scenario(small, {"vm.5.lock": "tas"})
+    with pytest.raises(vspin.ScenarioError, match=r"vm\.web does not exist; .* or a name: a, b\)"):
+        vspin.load_scenario(small, {"vm.web.lock": "tas"})
+
+
+def test_a_setting_names_a_vm_by_its_name(small):
+    data = vspin.load_scenario(small, {"vm.b.lock": "tas", "vm[a].vcpus": 1})
+    assert [vm["lock"] for vm in data["vm"]] == ["pv-ticket", "tas"]
+    assert data["vm"][0]["vcpus"] == 1
 
 
 def test_a_file_whose_name_has_an_equals_sign_is_read_as_a_file(small, tmp_path):

@@ -171,3 +171,18 @@ def test_a_dask_cluster_gives_the_same_rows(small):
     assert on_dask.equals(vspin.sweep(small, GRID, workers=1))
     with pytest.raises(vspin.ScenarioError, match="workers and executor"):
         vspin.sweep(small, GRID, workers=2, executor="tcp://127.0.0.1:1")
+
+
+def test_a_vm_that_takes_no_locks_needs_no_lock_and_keeps_its_rows(tmp_path, capsys):
+    scenario = tmp_path / "hog.toml"
+    scenario.write_text('duration_ms = 5\n[host]\ncores_per_socket = 2\n'
+                        '[[vm]]\nname = "db"\nvcpus = 2\nlock = "ticket"\nworkload = { preset = "kernbench" }\n'
+                        '[[vm]]\nname = "batch"\nvcpus = 2\nworkload = { preset = "cpu-hog" }\n')
+    result = vspin.run(str(scenario))
+    assert result.vms["lock"].tolist() == ["ticket", None]
+    assert "\nbatch  -  " in result.summary()
+    df = vspin.sweep(str(scenario), {"vm.db.lock": ["ticket", "tas"], "seed": [1, 2]})
+    summary = vspin.over_seeds(df)
+    assert summary[summary.vm == "batch"]["seeds"].tolist() == [2, 2]
+    assert main(["sweep", str(scenario), "--grid", "vm.db.lock=ticket,tas", "--grid", "seed=1,2"]) == 0
+    assert "batch  -  " in capsys.readouterr().out

@@ -309,7 +309,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv:
         _write_text(args.csv, df.to_csv(index=False))
     columns = [*df.columns[:list(df.columns).index("vm")], "vm", "lock"]
-    rows = [[str(v) for v in row] + [f"{units:,.0f}"]
+    rows = [[_cell(v) for v in row] + [f"{units:,.0f}"]
             for row, units in zip(df[columns].itertuples(index=False), df["throughput_per_s"])]
     print("\n".join(_table([*columns, "units/s"], rows, left=len(columns))))
     if len(grid.get("seed", [])) > 1:
@@ -317,6 +317,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     stored = f"; store: {args.store}" if args.store else ""
     print(f"{len(df)} rows: {df.attrs['ran']} runs now, {df.attrs['reused']} from the store{stored}")
     return 0
+
+
+def _cell(value) -> str:
+    """A table cell: a VM that takes no locks has none, shown as `-`."""
+    return "-" if value is None else str(value)
 
 
 #: Seeds whose extremes differ by more than this share of the mean disagree: the run is
@@ -332,7 +337,7 @@ def _print_over_seeds(df) -> None:
 
     summary = over_seeds(df)
     keys = list(summary.columns[:list(summary.columns).index("seeds")])
-    rows = [[str(v) for v in row[:len(keys)]] + [f"{row.mean:,.0f}", f"± {row.ci95:,.0f}", f"{row.min:,.0f}", f"{row.max:,.0f}"]
+    rows = [[_cell(v) for v in row[:len(keys)]] + [f"{row.mean:,.0f}", f"± {row.ci95:,.0f}", f"{row.min:,.0f}", f"{row.max:,.0f}"]
             for row in summary.itertuples(index=False)]
     print(f"\nover {summary.seeds.max()} seeds (95% interval of the mean, Student's t):")
     print("\n".join(_table([*keys, "mean units/s", "95%", "min", "max"], rows, left=len(keys))))

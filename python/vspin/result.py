@@ -113,7 +113,7 @@ class Result:
         lines.append("")
         lines += _table(
             ["VM", "lock", "workload", "vCPUs", "units", "units/s", "done at"],
-            [[vm["name"], vm["lock"], vm["workload"], f"{vm['vcpus']}", f"{vm['work_units']:,}",
+            [[vm["name"], vm["lock"] or "-", vm["workload"], f"{vm['vcpus']}", f"{vm['work_units']:,}",
               f"{vm['throughput_per_s']:,.0f}",
               f"{vm['completion_ms']:.1f} ms" if vm["completion_ms"] is not None else "-"] for vm in r["vms"]],
             left=3, rule=True,

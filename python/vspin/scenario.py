@@ -141,8 +141,10 @@ def parse_setting(text: str) -> tuple[str, Any]:
 
 
 def _apply_setting(node: Any, path: str, value: Any) -> None:
-    # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`.
-    keys = re.sub(r"\[(\d+|\*)\]", r".\1", path).split(".")
+    # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`. A list entry is named
+    # by its index, by `*` (every entry), or by its `name` (`vm.db.lock`); an index comes first,
+    # so a VM named "1" is reached as `vm.1` only if it is the second.
+    keys = re.sub(r"\[([^][.]+)\]", r".\1", path).split(".")
     targets = [node]
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1
@@ -150,12 +152,17 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
         following = []
         for t in targets:
             if isinstance(t, list):
+                names = [e.get("name") for e in t if isinstance(e, dict) and isinstance(e.get("name"), str)]
                 if key == "*":
                     items = range(len(t))
                 elif key.isdigit() and int(key) < len(t):
                     items = [int(key)]
+                elif key in names:
+                    items = [i for i, e in enumerate(t) if isinstance(e, dict) and e.get("name") == key]
                 else:
-                    raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries (use 0..{len(t) - 1} or *)")
+                    by_name = f", or a name: {', '.join(names)}" if names else ""
+                    raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries "
+                                        f"(use 0..{len(t) - 1} or *{by_name})")
                 for i in items:
                     if last:
                         t[i] = copy.deepcopy(value)  # each target its own: a later setting may refine one

@@ -59,7 +59,8 @@ macro_rules! guest_locks {
 impl GuestLock {
     /// The VM's lock, with the scenario's tuning applied (validated to fit the lock kind).
     pub(crate) fn new(vm: &VmConfig, mem: &mut Memory) -> Self {
-        match Self::build(vm.lock, mem) {
+        let kind = vm.lock.expect("validated: a VM whose workload takes locks names its lock");
+        match Self::build(kind, mem) {
             GuestLock::PreemptableTicket(mut l) => {
                 if let Some(t) = vm.timeout_unit_pauses {
                     l = l.with_timeout_unit(t);

@@ -223,7 +223,8 @@ pub struct VcpuResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct VmResult {
     pub name: String,
-    pub lock: String,
+    /// None (JSON `null`) for a VM whose workload takes no locks and names none.
+    pub lock: Option<String>,
     pub workload: String,
     pub vcpus: u32,
     pub work_units: u64,

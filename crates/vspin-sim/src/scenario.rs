@@ -51,6 +51,9 @@ macro_rules! named_values {
         }
 
         impl $ty {
+            /// Every name a scenario may give.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
             /// The name a scenario gives this value.
             pub fn name(self) -> &'static str {
                 match self {
@@ -600,7 +603,10 @@ pub struct VmConfig {
     pub vcpus: u32,
     #[serde(default)]
     pub pin: Pinning,
-    pub lock: LockKind,
+    /// The guest spinlock; required when the workload takes locks, and may be left out for one
+    /// that takes none (`cpu-hog`), where it would change nothing.
+    #[serde(default)]
+    pub lock: Option<LockKind>,
     pub workload: WorkloadConfig,
     /// Work to complete; the VM's completion time is when it is done. Absent: run for the duration.
     #[serde(default)]
@@ -705,6 +711,13 @@ pub struct WorkloadConfig {
     pub jitter: Option<f64>,
 }
 
+impl WorkloadConfig {
+    /// How many locks the guest threads take: none for `cpu-hog` unless its `locks` is given.
+    fn lock_count(&self) -> u32 {
+        crate::workload::Profile::new(self, 1, 0).locks
+    }
+}
+
 /// How a workload's think times and critical sections vary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -794,6 +807,11 @@ impl Scenario {
             }
             if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
                 path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
+                if let Some(allowed) = required_field(&path) {
+                    // Before the "(line L, column C)" of a TOML error.
+                    let end = "missing field `".len() + missing.len() + 1;
+                    msg = format!("{}; {allowed}{}", &msg[..end], &msg[end..]);
+                }
             }
             err(path, msg)
         })?;
@@ -924,9 +942,10 @@ impl Scenario {
                 ("halt_after_attempts", vm.halt_after_attempts, &[PvPreemptableTicket][..]),
             ] {
                 let Some(n) = value else { continue };
-                if !locks.contains(&vm.lock) {
+                if !vm.lock.is_some_and(|l| locks.contains(&l)) {
                     let names = locks.iter().map(|l| format!("{:?}", l.name())).collect::<Vec<_>>().join(" or ");
-                    return Err(err(at(key), format!("applies only to lock = {names}, not {:?}", vm.lock.name())));
+                    let given = vm.lock.map_or("but the VM names no lock".to_string(), |l| format!("not {:?}", l.name()));
+                    return Err(err(at(key), format!("applies only to lock = {names}, {given}")));
                 }
                 if !TIMEOUT_UNIT_PAUSES.contains(&n) {
                     return Err(err(at(key), format!("{n} is out of range; allowed {TIMEOUT_UNIT_PAUSES:?}")));
@@ -936,6 +955,11 @@ impl Scenario {
             self.validate_cpu_max(vm, &at("cpu_max"))?;
             self.validate_pin(vm, &at("pin"))?;
             validate_workload(&vm.workload, vm.vcpus, &at("workload"))?;
+            let locks = vm.workload.lock_count();
+            if vm.lock.is_none() && locks > 0 {
+                let what = format!("missing; the workload takes {locks} lock{}", if locks == 1 { "" } else { "s" });
+                return Err(err(at("lock"), format!("{what}, so name its guest spinlock: {}", one_of(LockKind::NAMES))));
+            }
         }
         Ok(())
     }
@@ -1314,6 +1338,30 @@ fn whole_number_range(path: &str) -> Option<String> {
         "seed" => format!("0..={}", u64::MAX),
         _ => return None,
     })
+}
+
+/// What a required field takes, for the message that says it is missing.
+fn required_field(path: &str) -> Option<String> {
+    let field = path.rsplit('.').next()?;
+    let field = &field[..field.find('[').unwrap_or(field.len())];
+    Some(match field {
+        "duration_ms" => "the simulated time in ms, allowed 1e-6..=3600000".to_string(),
+        "host" => "a table [host] with at least cores_per_socket".to_string(),
+        "vm" => "at least one [[vm]] table, with name, vcpus, workload and (if its workload takes locks) lock".to_string(),
+        "name" => "a string, unique among the VMs".to_string(),
+        "workload" => format!("a table naming a preset, e.g. {{ preset = \"kernbench\" }}; presets: {}", one_of(Preset::NAMES)),
+        "preset" => one_of(Preset::NAMES),
+        "quota_us" => format!("µs of CPU time per period, allowed {CPU_MAX_QUOTA_US:?}"),
+        "interval_us" | "burst_us" => "a time in µs, above 0".to_string(),
+        "exit_ns" | "residency_ns" => "a time in ns, 0 or more".to_string(),
+        _ => format!("allowed {}", whole_number_range(path)?),
+    })
+}
+
+/// `one of "a", "b"`, as serde words a wrong name.
+fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!("one of {}", quoted.join(", "))
 }
 
 /// A deserializer's message without its source excerpt: TOML errors keep their position as

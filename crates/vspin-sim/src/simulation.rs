@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, DurationHistogram, LockResult, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, LockKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
     VmConfig,
 };
 use crate::timeline::Timeline;
@@ -99,7 +99,8 @@ pub(crate) struct Pcpu {
 
 pub(crate) struct Vm {
     pub name: String,
-    pub lock: &'static str,
+    /// None for a VM whose workload takes no locks and names none.
+    pub lock: Option<&'static str>,
     pub workload: String,
     pub first_vcpu: u32,
     pub vcpus: u32,
@@ -330,10 +331,10 @@ impl Sim {
         let first = self.vcpus.len() as u32;
         let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| self.mem.word(0)).collect();
         let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, self.costs.context_switch));
-        let fifo = GuestLock::fifo(vm.lock);
         let first_lock = self.locks.len() as u32;
         let locks: Rc<[GuestLock]> =
             (0..profile.locks).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
+        let fifo = vm.lock.is_some_and(GuestLock::fifo);
         self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo, record.locks)));
         for i in 0..vm.vcpus {
             let affinity = match (&self.gang, &vm.pin) {
@@ -354,7 +355,7 @@ impl Sim {
         }
         self.vms.push(Vm {
             name: vm.name.clone(),
-            lock: vm.lock.name(),
+            lock: vm.lock.map(LockKind::name),
             workload: vm.workload.preset.name().into(),
             first_vcpu: first,
             vcpus: vm.vcpus,
@@ -386,7 +387,7 @@ impl Sim {
         }
         self.vms.push(Vm {
             name: "host".into(),
-            lock: "none",
+            lock: None,
             workload: "host-threads".into(),
             first_vcpu: first,
             vcpus: n,
@@ -966,7 +967,7 @@ impl Sim {
             let e = &mut vm.ple_epochs;
             vms.push(VmResult {
                 name: vm.name.clone(),
-                lock: vm.lock.to_string(),
+                lock: vm.lock.map(str::to_string),
                 workload: vm.workload.clone(),
                 vcpus: vm.vcpus,
                 work_units: vm.work_units,
