@@ -188,13 +188,15 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
         if db is not None:
             db.close()
 
-    frames = []
+    # One frame built from every row, rather than one frame per point concatenated: a column
+    # that is empty at some points (no completion, no PLE epoch in a short run) keeps its type.
+    rows, columns = [], None
     for i, point in enumerate(grid_points):
         vms = Result(json.loads(raw[i]), json.loads(texts[i])).vms.rename(columns={"name": "vm"})
-        for column, (path, value) in enumerate(point.items()):
-            vms.insert(column, grid_column(path, vms.columns), [value] * len(vms))
-        frames.append(vms)
-    df = pd.concat(frames, ignore_index=True)
+        grid = {grid_column(path, vms.columns): value for path, value in point.items()}
+        columns = columns or [*grid, *vms.columns]
+        rows += [{**grid, **row} for row in vms.to_dict("records")]
+    df = pd.DataFrame(rows, columns=columns)
     df.attrs.update(ran=len(todo), reused=reused)
     return df
 
