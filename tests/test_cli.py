@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -207,3 +208,35 @@ def test_a_write_that_fails_names_the_file(examples, capsys):
         pytest.skip("needs /dev/full")
     assert main(["run", str(examples / "overcommit-2x.toml"), "--duration-ms", "5", "--out", "/dev/full"]) == 2
     assert "/dev/full" in capsys.readouterr().err
+
+
+def test_run_over_seeds_summarises_each_vm_and_flags_disagreeing_seeds(small, tmp_path, capsys):
+    path = tmp_path / "small.toml"
+    path.write_text(small)
+    assert main(["run", str(path), "--seeds", "1..3", "--set", "vm.*.lock=ticket"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("scenario 'small', 3 seeds (1..3)\nover 3 seeds")
+    assert re.search(r"\na +ticket +[\d,]+ +± [\d,]+", out) and re.search(r"\nb +ticket", out)
+    assert "--seed 1 in place of --seeds" in out
+    out_file = tmp_path / "over.txt"
+    assert main(["run", str(path), "--seeds", "4,2", "--out", str(out_file)]) == 0
+    assert out_file.read_text().startswith("scenario 'small', 2 seeds (4,2)\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "1"], "at least two"),
+    (["--seeds", "3..1"], "at least two"),
+    (["--seeds", "1,x"], "allowed LOW..HIGH"),
+    (["--seeds", "1,1"], "each once"),
+    (["--seeds", "1..3", "--json"], "--json belongs to one run (every metric of every seed: vspin sweep FILE --grid seed=1..3"),
+    (["--seeds", "1..3", "--seed", "2"], "--seed belongs to one run"),
+])
+def test_bad_seed_lists_are_refused(small, tmp_path, capsys, args, message):
+    path = tmp_path / "small.toml"
+    path.write_text(small)
+    try:
+        status = main(["run", str(path), *args])
+    except SystemExit as e:  # argparse refuses a bad value while parsing
+        status = e.code
+    assert status == 2
+    assert message in capsys.readouterr().err

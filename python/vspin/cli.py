@@ -11,7 +11,7 @@ import tempfile
 from importlib.metadata import version
 
 from vspin._core import InvariantError
-from vspin.scenario import ScenarioError, parse_setting, run, validate
+from vspin.scenario import ScenarioError, load_scenario, parse_setting, run, validate
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -85,6 +85,8 @@ TIMELINE_WINDOW_MS = (0.0, 100.0)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        return _run_over_seeds(args)
     if args.timeline_ms is not None and not args.timeline:
         print("error: --timeline-ms: sets the window of --timeline PATH, which is not given", file=sys.stderr)
         return 2
@@ -105,6 +107,56 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def _run_over_seeds(args: argparse.Namespace) -> int:
+    """`vspin run FILE --seeds 1..5`: the scenario at every seed, on all cores, and each VM's
+    throughput over them. One seed of an over-committed host can fall into a convoy that the next
+    does not, so this is the answer to trust; one seed's whole summary is `--seed N`."""
+    from vspin.sweeps import sweep
+
+    others = [flag for flag, given in (("--seed", args.seed is not None), ("--json", args.json),
+                                       ("--timeline", args.timeline), ("--timeline-ms", args.timeline_ms)) if given]
+    if others:
+        print(f"error: --seeds runs several seeds and prints their summary; {', '.join(others)} belongs to one run "
+              f"(every metric of every seed: vspin sweep FILE --grid seed={_seed_text(args.seeds)} --csv FILE)", file=sys.stderr)
+        return 2
+    clash = _one_file_each({"the scenario": _scenario_file(args.scenario), "--out": args.out})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    settings = _settings(args)
+    if args.duration_ms is not None:
+        settings["duration_ms"] = args.duration_ms
+    df = sweep(args.scenario, {"seed": args.seeds}, settings)
+    name = load_scenario(args.scenario, settings).get("name", "scenario")
+    lines = [f"scenario {name!r}, {len(args.seeds)} seeds ({_seed_text(args.seeds)})", *_over_seeds_lines(df),
+             f"(one seed's whole summary: the same command with --seed {args.seeds[0]} in place of --seeds)"]
+    text = "\n".join(lines)
+    if args.out:
+        _write_text(args.out, text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def _seed_list(text: str) -> list[int]:
+    """`--seeds`: `LOW..HIGH` (inclusive) or a comma-separated list of seeds."""
+    allowed = "allowed LOW..HIGH (e.g. 1..5) or a list (e.g. 1,4,9) of whole numbers 0 or more, at least two"
+    low, sep, high = text.partition("..")
+    try:
+        seeds = list(range(int(low), int(high) + 1)) if sep else [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {allowed}") from None
+    if len(seeds) < 2 or min(seeds) < 0 or len(set(seeds)) < len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: {allowed}, each once")
+    if len(seeds) > 10_000:
+        raise argparse.ArgumentTypeError(f"{text!r}: {len(seeds):,} seeds; at most 10,000")
+    return seeds
+
+
+def _seed_text(seeds: list[int]) -> str:
+    return f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds))
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -330,6 +382,10 @@ SEEDS_DISAGREE = 0.5
 
 
 def _print_over_seeds(df) -> None:
+    print("\n" + "\n".join(_over_seeds_lines(df)))
+
+
+def _over_seeds_lines(df) -> list[str]:
     """The sweep's throughput over its seeds: mean, 95% interval, range; and a warning where the
     seeds disagree."""
     from vspin.result import _table
@@ -339,13 +395,14 @@ def _print_over_seeds(df) -> None:
     keys = list(summary.columns[:list(summary.columns).index("seeds")])
     rows = [[_cell(v) for v in row[:len(keys)]] + [f"{row.mean:,.0f}", f"± {row.ci95:,.0f}", f"{row.min:,.0f}", f"{row.max:,.0f}"]
             for row in summary.itertuples(index=False)]
-    print(f"\nover {summary.seeds.max()} seeds (95% interval of the mean, Student's t):")
-    print("\n".join(_table([*keys, "mean units/s", "95%", "min", "max"], rows, left=len(keys))))
+    lines = [f"over {summary.seeds.max()} seeds (95% interval of the mean, Student's t):",
+             *_table([*keys, "mean units/s", "95%", "min", "max"], rows, left=len(keys))]
     chaotic = summary[(summary["max"] - summary["min"]) > SEEDS_DISAGREE * summary["mean"]]
     if len(chaotic):
-        print(f"{len(chaotic)} of {len(summary)} rows: the seeds disagree by more than {SEEDS_DISAGREE:.0%} of the mean "
-              "(a chaotic run, such as a convoy that forms on some seeds only: docs/mechanisms/pticket.md); "
-              "more seeds or longer runs narrow the interval")
+        lines.append(f"{len(chaotic)} of {len(summary)} rows: the seeds disagree by more than {SEEDS_DISAGREE:.0%} of the mean "
+                     "(a chaotic run, such as a convoy that forms on some seeds only: docs/mechanisms/pticket.md); "
+                     "more seeds or longer runs narrow the interval")
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -359,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="path to a scenario TOML file")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--seeds", type=_seed_list, metavar="LIST",
+                   help="run every seed of LIST (1..5 or 1,4,9) on all cores and print each VM's throughput over "
+                        "them: mean, 95%% interval, range, and a warning where the seeds disagree")
     p.add_argument("--duration-ms", type=float, help="override the scenario's duration")
     p.add_argument("--out", type=_output_file, help="write to this file instead of standard output")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
