@@ -99,3 +99,8 @@ pub use pv_ticket::PvTicketLock;
 pub use qspinlock::QueuedSpinLock;
 pub use tas::{TasLock, TasYieldLock, TestAndSetLock};
 pub use ticket::TicketLock;
+
+/// The Rust of `docs/tutorial.md`, compiled and run as a doctest so that the page stays true.
+#[cfg(all(doctest, not(loom)))]
+#[doc = include_str!("../../../docs/tutorial.md")]
+pub struct TutorialDoctests;
