@@ -43,3 +43,17 @@ def test_variance_ratio_interval_separates_only_clearly_different_spreads():
     ratio, lo, hi = cv_ratio_interval(erratic, list(reversed(erratic)))
     assert ratio == 1 and lo < 1 < hi, "equal spreads are undecided"
     assert cv_ratio_interval(steady, erratic) == cv_ratio_interval(steady, erratic), "a fixed bootstrap stream"
+
+
+def test_the_bootstrap_interval_of_a_ratio_brackets_it_and_widens_with_spread():
+    from vspin.experiments.pticket import bootstrap_interval
+
+    def ratio(s):
+        return sum(s["a"]) / len(s["a"]) / (sum(s["b"]) / len(s["b"]))
+
+    steady = bootstrap_interval({"a": [200.0, 202.0, 198.0], "b": [100.0, 101.0, 99.0]}, ratio)
+    erratic = bootstrap_interval({"a": [20.0, 400.0, 180.0], "b": [100.0, 101.0, 99.0]}, ratio)
+    assert steady[1] <= steady[0] <= steady[2] and steady[2] - steady[1] < 0.1
+    assert erratic[0] == 2.0 and erratic[1] < 1.0 and erratic[2] > 3.0
+    assert bootstrap_interval({"a": [1.0, 2.0], "b": [3.0, 4.0]}, ratio) == \
+        bootstrap_interval({"a": [1.0, 2.0], "b": [3.0, 4.0]}, ratio), "a fixed bootstrap stream"

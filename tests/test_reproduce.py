@@ -182,3 +182,18 @@ def test_a_check_on_a_missing_figure_is_an_error(toys, tmp_path):
     register(Stray("stray"))
     with pytest.raises(ValueError, match="check fig9.x names figure 'fig9'"):
         reproduce("stray", "quick", tmp_path, workers=1)
+
+
+def test_an_asymmetric_interval_is_drawn_and_shown_as_its_bounds(tmp_path):
+    from vspin.reproduce.plot import plot
+    from vspin.reproduce.report import _values_table
+
+    s = Series("ratio", ["a", "b", "c"], [1.5, 2.0, 3.0], yerr=[[0.5, 1.0], 0.25, None])
+    assert s.to_dict()["yerr"] == [[0.5, 1.0], 0.25, None]
+    figure = Figure("f", "ratios", "throughput ratio", "pair", "ratio", [s], [], kind="bar")
+    plot(figure, tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes().startswith(PNG_MAGIC)
+    table = _values_table(figure)
+    assert "1.5 (1&ndash;2.5)" in table and "2 &plusmn; 0.25" in table
+    with pytest.raises(ValueError, match="a pair"):
+        Series("x", [1], [1.0], yerr=[[1.0, 2.0, 3.0]])

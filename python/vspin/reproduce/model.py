@@ -46,7 +46,9 @@ class Series:
     config: str
     x: list
     y: list[float]
-    yerr: list[float] | None = None
+    #: Each point's error bar: a half-width, or a pair (below, above) where the interval is not
+    #: symmetric (a bootstrap interval of a ratio); None for a point without one.
+    yerr: list[float | list[float] | None] | None = None
 
     def __post_init__(self) -> None:
         self.x = [_plain(v) for v in self.x]
@@ -54,7 +56,9 @@ class Series:
         if len(self.x) != len(self.y):
             raise ValueError(f"series {self.config!r}: {len(self.x)} x values but {len(self.y)} y values")
         if self.yerr is not None:
-            self.yerr = [_number(v) for v in self.yerr]
+            self.yerr = [[_number(e) for e in v] if isinstance(v, (list, tuple)) else _number(v) for v in self.yerr]
+            if any(isinstance(v, list) and len(v) != 2 for v in self.yerr):
+                raise ValueError(f"series {self.config!r}: an asymmetric error is a pair (below, above)")
             if len(self.yerr) != len(self.y):
                 raise ValueError(f"series {self.config!r}: {len(self.yerr)} yerr values for {len(self.y)} points")
 

@@ -44,6 +44,15 @@ def _nan(values: list[float | None] | None) -> list[float] | None:
     return None if values is None else [math.nan if v is None else v for v in values]
 
 
+def _errors(yerr: list | None) -> list | None:
+    """matplotlib's `yerr`: half-widths as they are; with any (below, above) pair, the two rows
+    of below and above distances."""
+    if yerr is None or not any(isinstance(e, list) for e in yerr):
+        return _nan(yerr)
+    pairs = [e if isinstance(e, list) else [e, e] for e in yerr]
+    return [_nan([p[0] for p in pairs]), _nan([p[1] for p in pairs])]
+
+
 def _label(s: Series, paper: bool) -> str:
     return f"{s.config} (paper)" if paper else s.config
 
@@ -54,7 +63,7 @@ def _lines(ax, curves: list[tuple[Series, bool, str]]) -> None:
     for s, paper, colour in curves:
         xs = [position[x] for x in s.x] if categorical else s.x
         ax.errorbar(
-            xs, _nan(s.y), yerr=_nan(s.yerr), color=colour, capsize=3, label=_label(s, paper),
+            xs, _nan(s.y), yerr=_errors(s.yerr), color=colour, capsize=3, label=_label(s, paper),
             linestyle="--" if paper else "-", marker="s" if paper else "o",
             markerfacecolor="none" if paper else colour,
         )
@@ -70,7 +79,7 @@ def _bars(ax, curves: list[tuple[Series, bool, str]]) -> None:
     for j, (s, paper, colour) in enumerate(curves):
         xs = [position[x] - 0.4 + width * (j + 0.5) for x in s.x]
         ax.bar(
-            xs, _nan(s.y), width, yerr=_nan(s.yerr), capsize=2, label=_label(s, paper),
+            xs, _nan(s.y), width, yerr=_errors(s.yerr), capsize=2, label=_label(s, paper),
             facecolor="none" if paper else colour, edgecolor=colour, hatch="//" if paper else None,
         )
     ax.set_xticks(range(len(position)), [x_text(x) for x in position])

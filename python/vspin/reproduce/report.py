@@ -146,6 +146,10 @@ def _value_text(cell: tuple | None) -> str:
     if cell is None or cell[0] is None:
         return "&ndash;"
     value, error = cell
+    if isinstance(error, list):  # (below, above): the interval itself
+        if None in error:
+            return _number_text(value)
+        return f"{_number_text(value)} ({_number_text(value - error[0])}&ndash;{_number_text(value + error[1])})"
     return _number_text(value) + (f" &plusmn; {_number_text(error)}" if error is not None else "")
 
 
