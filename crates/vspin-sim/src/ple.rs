@@ -1,6 +1,8 @@
 //! Pause-Loop Exiting window policies (`kernel-mechanisms.md` §4).
 //!
-//! The window is per vCPU, in TSC cycles. Stock KVM (`kvm`) grows it on every PLE exit
+//! The window is per vCPU, in the CPU's unit: TSC cycles for Intel's PLE, PAUSE instructions for
+//! AMD's pause filter (`PauseCounter`; the arithmetic is the same, on `pause_filter_count` and
+//! its maximum, in `svm.c` of 6.8 and 6.18). Stock KVM (`kvm`) grows it on every PLE exit
 //! (`handle_pause` → `grow_ple_window`) and shrinks it whenever the vCPU thread is scheduled back
 //! in (`kvm_sched_in` → `shrink_ple_window`); with the default `shrink = 0` that is a reset to
 //! the base window. `fixed` keeps the base window (Xen's behaviour); `off` never exits.
@@ -37,7 +39,7 @@ use crate::scenario::{ApleConfig, PleConfig, PlePolicy};
 pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
     match cfg.policy {
         PlePolicy::Aple => cfg.aple_settings().initial_cycles,
-        PlePolicy::Kvm | PlePolicy::Fixed | PlePolicy::Off => cfg.window_cycles,
+        PlePolicy::Kvm | PlePolicy::Fixed | PlePolicy::Off => cfg.base_window(),
     }
 }
 
@@ -45,11 +47,12 @@ pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
 pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
     match cfg.policy {
         PlePolicy::Kvm => {
+            let base = cfg.base_window();
             if cfg.grow < 1 {
-                return cfg.window_cycles;
+                return base;
             }
-            let w = if cfg.grow < cfg.window_cycles { window.saturating_mul(cfg.grow) } else { window.saturating_add(cfg.grow) };
-            w.min(cfg.max_cycles)
+            let w = if cfg.grow < base { window.saturating_mul(cfg.grow) } else { window.saturating_add(cfg.grow) };
+            w.min(cfg.max_window())
         }
         PlePolicy::Fixed | PlePolicy::Off | PlePolicy::Aple => window,
     }
@@ -60,11 +63,12 @@ pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
 pub(crate) fn shrink(cfg: &PleConfig, window: u64) -> u64 {
     match cfg.policy {
         PlePolicy::Kvm => {
+            let base = cfg.base_window();
             if cfg.shrink < 1 {
-                return cfg.window_cycles;
+                return base;
             }
-            let w = if cfg.shrink < cfg.window_cycles { window / cfg.shrink } else { window.saturating_sub(cfg.shrink) };
-            w.max(cfg.window_cycles)
+            let w = if cfg.shrink < base { window / cfg.shrink } else { window.saturating_sub(cfg.shrink) };
+            w.max(base)
         }
         PlePolicy::Fixed | PlePolicy::Off | PlePolicy::Aple => window,
     }
@@ -185,6 +189,21 @@ mod tests {
         let w = grow(&cfg, grow(&cfg, 4096));
         assert_eq!(w, 16384);
         assert_eq!(shrink(&cfg, w), 4096);
+    }
+
+    #[test]
+    fn amds_pause_filter_count_doubles_to_its_16_bit_maximum_then_resets() {
+        use crate::scenario::PauseCounter;
+        let cfg = PleConfig { counter: PauseCounter::Amd, ..PleConfig::default() };
+        assert_eq!(initial_window(&cfg), 3000);
+        let mut w = 3000;
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            w = grow(&cfg, w);
+            seen.push(w);
+        }
+        assert_eq!(seen, [6000, 12000, 24000, 48000, 65535, 65535]);
+        assert_eq!(shrink(&cfg, w), 3000);
     }
 
     #[test]

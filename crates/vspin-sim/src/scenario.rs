@@ -80,6 +80,7 @@ named_values!(DirectedYieldKind {
 });
 named_values!(LoadBalanceKind { "newidle" => Newidle, "periodic" => Periodic });
 named_values!(PlePolicy { "off" => Off, "fixed" => Fixed, "kvm" => Kvm, "aple" => Aple });
+named_values!(PauseCounter { "intel" => Intel, "amd" => Amd });
 named_values!(LockKind {
     "tas" => Tas,
     "tas-yield" => TasYield,
@@ -486,7 +487,7 @@ impl DirectedYieldKind {
 #[serde(deny_unknown_fields, default)]
 pub struct PleConfig {
     pub policy: PlePolicy,
-    /// Base window (`ple_window`), TSC cycles.
+    /// Base window (`ple_window`), TSC cycles; Intel only.
     pub window_cycles: u64,
     /// `ple_window_grow`: multiplier if below the base window, else an addend.
     pub grow: u64,
@@ -494,10 +495,40 @@ pub struct PleConfig {
     pub shrink: u64,
     /// `ple_window_max`, cycles.
     pub max_cycles: u64,
-    /// `ple_gap`: a longer stall between two PAUSEs starts a new loop, cycles.
+    /// `ple_gap`: a longer stall between two PAUSEs starts a new loop, cycles. On AMD,
+    /// `pause_filter_thresh`; 0 there is Linux 3.x KVM, which sets no threshold.
     pub gap_cycles: u64,
+    /// AMD: the base count (`pause_filter_count`, 3000) and the most it grows to
+    /// (`pause_filter_count_max`, 65535), in PAUSE instructions.
+    pub window_pauses: Option<u64>,
+    pub max_pauses: Option<u64>,
     /// APLE's settings; only with `policy = "aple"` (absent there: the seed's).
     pub aple: Option<ApleConfig>,
+    /// What the CPU counts: TSC cycles (Intel PLE) or PAUSE instructions (AMD's pause filter).
+    pub counter: PauseCounter,
+}
+
+/// AMD's pause filter count and its maximum in KVM (`KVM_SVM_DEFAULT_PLE_WINDOW`, `USHRT_MAX`;
+/// `kernel-mechanisms.md` §4.4); the count is a 16-bit VMCB field.
+pub const AMD_PAUSE_FILTER_COUNT: u64 = 3000;
+pub const AMD_PAUSE_FILTER_MAX: u64 = 65535;
+
+impl PleConfig {
+    /// The base window in the counter's unit: TSC cycles (Intel) or PAUSEs (AMD).
+    pub(crate) fn base_window(&self) -> u64 {
+        match self.counter {
+            PauseCounter::Intel => self.window_cycles,
+            PauseCounter::Amd => self.window_pauses.unwrap_or(AMD_PAUSE_FILTER_COUNT),
+        }
+    }
+
+    /// The largest window stock KVM grows to, in the counter's unit.
+    pub(crate) fn max_window(&self) -> u64 {
+        match self.counter {
+            PauseCounter::Intel => self.max_cycles,
+            PauseCounter::Amd => self.max_pauses.unwrap_or(AMD_PAUSE_FILTER_MAX),
+        }
+    }
 }
 
 /// APPLES' Adaptive Pause-Loop Exiting (`ple.rs`, the TPDS'17 seed §3.1, Algorithm 1). The
@@ -528,11 +559,14 @@ impl Default for PleConfig {
         // KVM 3.18/3.19 vmx.c defaults (kernel-mechanisms.md §4.1).
         PleConfig {
             policy: PlePolicy::Kvm,
+            counter: PauseCounter::Intel,
             window_cycles: 4096,
             grow: 2,
             shrink: 0,
             max_cycles: (i32::MAX / 2) as u64,
             gap_cycles: 128,
+            window_pauses: None,
+            max_pauses: None,
             aple: None,
         }
     }
@@ -558,6 +592,20 @@ pub enum PlePolicy {
     /// APPLES' APLE: one window per VM, moved by `aple.step_cycles` towards whichever of three
     /// windows tried one epoch each had the lowest inefficiency (`ple.rs`).
     Aple,
+}
+
+/// What the CPU counts towards a pause-loop exit (`kernel-mechanisms.md` §4.1, §4.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseCounter {
+    /// Intel VMX Pause-Loop Exiting: TSC cycles since the loop's first PAUSE (`window_cycles`);
+    /// a gap of more than `ple_gap` cycles between two PAUSEs starts a new loop.
+    #[default]
+    Intel,
+    /// AMD SVM pause filter: PAUSE instructions (`window_pauses`, a 16-bit count reloaded at
+    /// VMRUN); with a threshold (`gap_cycles` > 0, `pause_filter_thresh`) a gap of more than that
+    /// many cycles between two PAUSEs reloads it, without one (Linux 3.x KVM) nothing does.
+    Amd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -898,7 +946,7 @@ impl Scenario {
             return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", c.pause_cycles)));
         }
         let ple = &self.hypervisor.ple;
-        if matches!(ple.policy, PlePolicy::Fixed | PlePolicy::Kvm) {
+        if matches!(ple.policy, PlePolicy::Fixed | PlePolicy::Kvm) && ple.counter == PauseCounter::Intel {
             if ple.window_cycles == 0 {
                 return Err(err("hypervisor.ple.window_cycles", "must be at least 1 when the policy is \"fixed\" or \"kvm\""));
             }
@@ -906,6 +954,7 @@ impl Scenario {
                 return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
             }
         }
+        self.validate_pause_filter()?;
         self.validate_aple()?;
         self.validate_credit1()?;
         self.validate_gang()?;
@@ -1021,15 +1070,58 @@ impl Scenario {
     /// Under APLE the window is the VM's, set by APLE alone: stock KVM's window keys are refused
     /// rather than ignored (their defaults cannot be told from given values after parsing).
     fn ple_settings(&self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        let ple = given.get("hypervisor").and_then(|h| h.get("ple"));
+        if self.hypervisor.ple.counter == PauseCounter::Amd {
+            for key in ["window_cycles", "max_cycles"] {
+                if ple.and_then(|p| p.get(key)).is_some() {
+                    let msg = "is Intel's window in TSC cycles; AMD's pause filter (counter = \"amd\") counts PAUSEs: set window_pauses and max_pauses instead";
+                    return Err(err(format!("hypervisor.ple.{key}"), msg));
+                }
+            }
+        }
         if self.hypervisor.ple.policy != PlePolicy::Aple {
             return Ok(());
         }
-        let ple = given.get("hypervisor").and_then(|h| h.get("ple"));
         for key in ["window_cycles", "grow", "shrink", "max_cycles"] {
             if ple.and_then(|p| p.get(key)).is_some() {
                 let msg = "is stock KVM's window setting, which policy = \"aple\" does not use; set [hypervisor.ple.aple] (initial_cycles, min_cycles, max_cycles, step_cycles, epoch_exits) instead";
                 return Err(err(format!("hypervisor.ple.{key}"), msg));
             }
+        }
+        Ok(())
+    }
+
+    /// AMD's pause filter: its count in PAUSEs, within the VMCB's 16 bits; with KVM's own
+    /// policies only (the seeds' APLE and Xen's filter are Intel's or not modelled).
+    fn validate_pause_filter(&self) -> Result<(), ScenarioError> {
+        let ple = &self.hypervisor.ple;
+        if ple.counter == PauseCounter::Intel {
+            for (key, value) in [("window_pauses", ple.window_pauses), ("max_pauses", ple.max_pauses)] {
+                if value.is_some() {
+                    return Err(err(format!("hypervisor.ple.{key}"), "applies only to counter = \"amd\" (AMD's pause filter counts PAUSEs); Intel's window is window_cycles"));
+                }
+            }
+            return Ok(());
+        }
+        let at = |key: &str| format!("hypervisor.ple.{key}");
+        if self.hypervisor.scheduler == SchedulerKind::Credit1 {
+            return Err(err(at("counter"), "Xen's AMD pause filter (count 4000, threshold 1000 cycles) is not modelled; allowed \"intel\" under scheduler = \"credit1\""));
+        }
+        if ple.policy == PlePolicy::Aple {
+            return Err(err(at("counter"), "APLE's windows are TSC cycles of Intel's PLE (the seed's); allowed \"intel\" with policy = \"aple\""));
+        }
+        let (base, max) = (ple.base_window(), ple.max_window());
+        if !(1..=AMD_PAUSE_FILTER_MAX).contains(&base) {
+            return Err(err(at("window_pauses"), format!("{base} is out of range; allowed 1..={AMD_PAUSE_FILTER_MAX} (a 16-bit count of PAUSEs)")));
+        }
+        if !(base..=AMD_PAUSE_FILTER_MAX).contains(&max) {
+            return Err(err(at("max_pauses"), format!("{max} is out of range; allowed {base}..={AMD_PAUSE_FILTER_MAX} (window_pauses to the 16-bit count's largest)")));
+        }
+        if ple.policy == PlePolicy::Kvm && ple.gap_cycles == 0 {
+            return Err(err(
+                at("gap_cycles"),
+                "0 (no pause filter threshold) with policy = \"kvm\": KVM's dynamic pause filter turns pause exiting off without a threshold (svm_vm_init); use policy = \"off\", or \"fixed\" for Linux 3.x KVM, which counts PAUSEs without one",
+            ));
         }
         Ok(())
     }

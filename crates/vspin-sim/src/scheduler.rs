@@ -240,7 +240,7 @@ impl Sim {
             Some(aple) => aple.window(),
             None => crate::ple::shrink(&self.ple, vc.ple_window),
         };
-        vc.set_ple_window(window, self.costs.clock_ghz);
+        vc.set_ple_window(window, self.costs.ple_unit);
         vc.ple_spun_ns = 0;
         // A vCPU that yielded from `kvm_vcpu_on_spin` finishes that function only now.
         if std::mem::take(&mut vc.in_spin_loop) {

@@ -29,12 +29,12 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, DurationHistogram, LockResult, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, LockKind, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, LockKind, PauseCounter, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
     VmConfig,
 };
 use crate::timeline::Timeline;
 use crate::topology::Topology;
-use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu};
+use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu, WindowUnit};
 use crate::workload::{guest_thread, host_thread, Profile};
 use std::future::Future;
 use std::pin::Pin;
@@ -59,8 +59,14 @@ pub(crate) struct Costs {
     pub pause_ps: u64,
     pub clock_ghz: f64,
     /// The shortest memory stall (ns) that exceeds `ple_gap` cycles: the least `n` with
-    /// `n × clock_ghz > gap_cycles`, found once so the hot path compares integers.
+    /// `n × clock_ghz > gap_cycles`, found once so the hot path compares integers; `u64::MAX`
+    /// for AMD's pause filter without a threshold, whose count only a VM entry reloads.
     pub ple_gap_ns: u64,
+    /// What a PLE window counts. Under AMD's pause filter (PAUSEs) a memory stall inside the
+    /// loop adds nothing to it; Intel's window is time, and a stall shorter than `ple_gap`
+    /// counts.
+    pub ple_unit: WindowUnit,
+    pub stalls_count_toward_window: bool,
     pub tick_ns: u64,
     /// CFS tunables scaled by `1 + ilog2(min(ncpus, 8))` (§7.1).
     pub sched_latency: u64,
@@ -210,6 +216,7 @@ impl Costs {
         let (h, c) = (&sc.host, &sc.host.costs);
         // The scheduler's tunables scale with `1 + ilog2(min(CPUs, 8))` (`SCHED_TUNABLESCALING_LOG`).
         let factor = 1 + (sc.pcpus().clamp(1, 8)).ilog2() as u64;
+        let pause_ps = ((c.pause_cycles / h.clock_ghz + c.l1_hit_ns) * 1000.0).round().max(1.0) as u64;
         Costs {
             vm_exit: ns(c.vm_exit_ns),
             vm_entry: ns(c.vm_entry_ns),
@@ -218,9 +225,17 @@ impl Costs {
             wakeup: ns(c.wakeup_ns),
             context_switch: ns(c.context_switch_ns),
             atomic_extra: ns(c.atomic_extra_ns),
-            pause_ps: ((c.pause_cycles / h.clock_ghz + c.l1_hit_ns) * 1000.0).round().max(1.0) as u64,
+            pause_ps,
             clock_ghz: h.clock_ghz,
-            ple_gap_ns: stall_exceeding(sc.hypervisor.ple.gap_cycles, h.clock_ghz),
+            ple_gap_ns: match sc.hypervisor.ple.counter {
+                PauseCounter::Amd if sc.hypervisor.ple.gap_cycles == 0 => u64::MAX,
+                _ => stall_exceeding(sc.hypervisor.ple.gap_cycles, h.clock_ghz),
+            },
+            ple_unit: match sc.hypervisor.ple.counter {
+                PauseCounter::Intel => WindowUnit::TscCycles(h.clock_ghz),
+                PauseCounter::Amd => WindowUnit::Pauses(pause_ps),
+            },
+            stalls_count_toward_window: sc.hypervisor.ple.counter == PauseCounter::Intel,
             tick_ns: 1_000_000_000 / h.hz as u64,
             sched_latency: 6_000_000 * factor,
             min_granularity: 750_000 * factor,
@@ -454,7 +469,7 @@ impl Sim {
             hvs_boosted: false,
             dy_eligible: false,
             ple_window: crate::ple::initial_window(&self.ple),
-            ple_window_ns: crate::vcpu::ple_window_ns(crate::ple::initial_window(&self.ple), self.costs.clock_ghz),
+            ple_window_ns: self.costs.ple_unit.ns(crate::ple::initial_window(&self.ple)),
             ple_spun_ns: 0,
             halt_poll_ns: 0,
             halt_started: None,
@@ -603,7 +618,7 @@ impl Sim {
     /// Account the time of the segment in progress up to now (its event stays pending).
     pub(crate) fn account(&mut self, v: u32) {
         let now = self.now;
-        let pause_ps = self.costs.pause_ps;
+        let (pause_ps, stalls_count) = (self.costs.pause_ps, self.costs.stalls_count_toward_window);
         if self.timeline.is_some() {
             let vc = &self.vcpus[v as usize];
             if let Some(name) = crate::timeline::segment_name(vc, self.lock_base(vc.vm)) {
@@ -629,7 +644,7 @@ impl Sim {
             Act::Delayed { remaining, .. } => {
                 *remaining -= el;
                 vc.time.spin_ns += el;
-                if vc.stall_in_loop {
+                if vc.stall_in_loop && stalls_count {
                     vc.ple_spun_ns += el;
                 }
             }
@@ -643,7 +658,7 @@ impl Sim {
                 *pauses_left -= pauses;
                 vc.wait_pauses += pauses;
                 vc.pause_carry_ps = progress % pause_ps;
-                vc.ple_spun_ns += if vc.stall_in_loop { el } else { spun };
+                vc.ple_spun_ns += if vc.stall_in_loop && stalls_count { el } else { spun };
                 vc.time.spin_ns += el;
             }
             Act::Ready | Act::Halted(_) => {}
@@ -797,8 +812,13 @@ impl Sim {
             }
             Req::Compute(t, kernel) => {
                 let t = self.smt_stretched(v, t);
+                let no_threshold = !self.costs.stalls_count_toward_window && self.costs.ple_gap_ns == u64::MAX;
                 let vc = &mut self.vcpus[v as usize];
-                vc.ple_spun_ns = 0;
+                // Code between two loops starts a new one, unless the counter has no threshold
+                // (AMD under Linux 3.x KVM: only a VM entry reloads it).
+                if !no_threshold {
+                    vc.ple_spun_ns = 0;
+                }
                 vc.computing_in_kernel = kernel;
                 vc.act = Act::Compute { remaining: t + vc.access_latency };
                 false
@@ -953,7 +973,7 @@ impl Sim {
                     vm: vm.name.clone(),
                     vcpu: vc.index,
                     work_units: vc.work_units,
-                    ple_window_cycles: vc.ple_window,
+                    ple_window_cycles: self.costs.ple_unit.cycles(vc.ple_window, self.costs.clock_ghz),
                     time: vc.time,
                     counters: vc.counters,
                 });
@@ -1120,6 +1140,33 @@ mod tests {
         s.now += gap + 10;
         s.account(0);
         assert_eq!(s.vcpus[0].ple_spun_ns, 10, "the new loop starts after the stall");
+    }
+
+    #[test]
+    fn amds_pause_filter_counts_pauses_not_stalls_and_without_a_threshold_only_an_entry_reloads_it() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let w = crate::memory::SimWord(0);
+        let spin = Act::Spin { word: w, until: vspin_locks::Until::eq(0), pauses_left: 1 << 20, stale: false };
+        let mut s = host("ple = { policy = \"kvm\", counter = \"amd\" }", false, vm);
+        assert_eq!(s.vcpus[0].ple_window_ns, (3000 * s.costs.pause_ps).div_ceil(1000), "3000 PAUSEs of spinning");
+        running(&mut s, 0, 0, spin);
+        let gap = s.costs.ple_gap_ns;
+        (s.vcpus[0].seg_start, s.vcpus[0].ple_spun_ns) = (s.now, 1000);
+        s.access_done(0, w, gap - 1);
+        s.now += gap - 1;
+        s.account(0);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 1000, "a short stall executes no PAUSE");
+        s.access_done(0, w, gap);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 0, "a gap longer than the threshold reloads the count");
+
+        let mut s = host("ple = { policy = \"fixed\", counter = \"amd\", gap_cycles = 0 }", false, vm);
+        running(&mut s, 0, 0, spin);
+        s.vcpus[0].ple_spun_ns = 1000;
+        s.access_done(0, w, 1_000_000);
+        assert_eq!(s.vcpus[0].ple_spun_ns, 1000, "Linux 3.x KVM sets no threshold: no gap reloads the count");
+        s.vcpus[0].act = Act::Ready;
+        s.handle(0, Req::Compute(5_000, true));
+        assert_eq!(s.vcpus[0].ple_spun_ns, 1000, "nor does code between two loops");
     }
 
     #[test]

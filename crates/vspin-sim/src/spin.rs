@@ -32,8 +32,13 @@ impl Sim {
             return budget_end;
         }
         let window_left = vc.ple_window_ns.saturating_sub(vc.ple_spun_ns);
-        // A short stall counts toward the window, but the exit comes at a PAUSE, after it.
-        let ple_exit = if vc.stall_in_loop { (self.now + window_left).max(start) } else { start + window_left };
+        // A short stall counts toward Intel's window (not toward AMD's count of PAUSEs), but the
+        // exit comes at a PAUSE, after it.
+        let ple_exit = if vc.stall_in_loop && self.costs.stalls_count_toward_window {
+            (self.now + window_left).max(start)
+        } else {
+            start + window_left
+        };
         budget_end.min(ple_exit)
     }
 
@@ -154,7 +159,8 @@ impl Sim {
         self.vcpus[v as usize].host_work =
             Some(HostWork { remaining: if yielded { handler } else { handler + c.vm_entry }, after: After::PleDone { yielded } });
         let vm = self.vcpus[v as usize].vm as usize;
-        if self.vms[vm].ple_epochs.record_exit(window, window_ns, handling) {
+        let window_cycles = self.costs.ple_unit.cycles(window, self.costs.clock_ghz);
+        if self.vms[vm].ple_epochs.record_exit(window_cycles, window_ns, handling) {
             let cpu_ns = self.vm_cpu_ns(vm);
             let inefficiency = self.vms[vm].ple_epochs.end_epoch(cpu_ns);
             if self.vms[vm].ple_epochs.records() {
@@ -174,13 +180,14 @@ impl Sim {
             Some(aple) => aple.window(),
             None => crate::ple::grow(&self.ple, window),
         };
-        self.vcpus[v as usize].set_ple_window(next, self.costs.clock_ghz);
+        self.vcpus[v as usize].set_ple_window(next, self.costs.ple_unit);
     }
 
-    /// The mean of the VM's vCPUs' current PLE windows, cycles.
+    /// The mean of the VM's vCPUs' current PLE windows, cycles (of spinning, for AMD's counts).
     fn vm_mean_ple_window(&self, vm: usize) -> f64 {
+        let (unit, clock_ghz) = (self.costs.ple_unit, self.costs.clock_ghz);
         let vcpus = &self.vcpus[self.vms[vm].vcpu_range()];
-        vcpus.iter().map(|vc| vc.ple_window as f64).sum::<f64>() / vcpus.len() as f64
+        vcpus.iter().map(|vc| unit.cycles(vc.ple_window, clock_ghz) as f64).sum::<f64>() / vcpus.len() as f64
     }
 
     /// The host CPU time the VM's vCPUs have had so far (`sum_exec_runtime`, the running ones

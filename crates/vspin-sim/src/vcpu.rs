@@ -194,13 +194,50 @@ pub enum HvsList {
 }
 
 impl Vcpu {
-    pub(crate) fn set_ple_window(&mut self, cycles: u64, clock_ghz: f64) {
-        self.ple_window = cycles;
-        self.ple_window_ns = ple_window_ns(cycles, clock_ghz);
+    pub(crate) fn set_ple_window(&mut self, window: u64, unit: WindowUnit) {
+        self.ple_window = window;
+        self.ple_window_ns = unit.ns(window);
     }
 }
 
-/// A PLE window of `cycles` TSC cycles as nanoseconds of spinning.
-pub(crate) fn ple_window_ns(cycles: u64, clock_ghz: f64) -> u64 {
-    (cycles as f64 / clock_ghz).ceil() as u64
+/// What a PLE window counts (`scenario::PauseCounter`), to turn it into time spent spinning.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WindowUnit {
+    /// Intel: TSC cycles, at this clock rate (GHz).
+    TscCycles(f64),
+    /// AMD: PAUSE instructions, one per spin-loop iteration of this many picoseconds.
+    Pauses(u64),
+}
+
+impl WindowUnit {
+    /// A window as nanoseconds of spinning.
+    pub(crate) fn ns(self, window: u64) -> u64 {
+        match self {
+            WindowUnit::TscCycles(clock_ghz) => (window as f64 / clock_ghz).ceil() as u64,
+            WindowUnit::Pauses(ps) => window.saturating_mul(ps).div_ceil(1000),
+        }
+    }
+
+    /// A window as TSC cycles of spinning, as the results report every window.
+    pub(crate) fn cycles(self, window: u64, clock_ghz: f64) -> u64 {
+        match self {
+            WindowUnit::TscCycles(_) => window,
+            WindowUnit::Pauses(_) => (self.ns(window) as f64 * clock_ghz).round() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WindowUnit;
+
+    #[test]
+    fn a_window_is_time_for_intel_and_a_count_of_spin_iterations_for_amd() {
+        let intel = WindowUnit::TscCycles(2.4);
+        assert_eq!(intel.ns(4096), 1707, "4096 cycles at 2.4 GHz, rounded up");
+        assert_eq!(intel.cycles(4096, 2.4), 4096);
+        let amd = WindowUnit::Pauses(5_667);
+        assert_eq!(amd.ns(3000), 17_001, "3000 iterations of 5.667 ns");
+        assert_eq!(amd.cycles(3000, 2.4), 40_802, "reported as TSC cycles of spinning");
+    }
 }

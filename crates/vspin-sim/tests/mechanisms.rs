@@ -467,3 +467,29 @@ fn gang_scheduling_spares_the_overcommitted_ticket_lock_and_shares_time_evenly()
     assert!((a / b - 1.0).abs() < 0.05, "the turns are even: {a:.0} and {b:.0} work units/s");
     assert_eq!(r.totals.lwp_events, 0, "measured: no hand-off to a descheduled next waiter");
 }
+
+/// One 2-vCPU VM alone on 2 pCPUs, short waits only (a 0.3 µs hold every 1 µs of work, lengths
+/// fixed within ±17%, one lock, nothing that blocks), under the given `[hypervisor.ple]` table.
+fn short_waits(ple: &str) -> Scenario {
+    let text = format!(
+        "duration_ms = 100\n[host]\ncores_per_socket = 2\n[hypervisor]\nple = {ple}\n[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\n\
+         lock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\", locks = 1, think_ns = 1000, cs_ns = 300, durations = \"fixed\", jitter = 0.1 }}\n"
+    );
+    Scenario::from_toml(&text).expect("valid scenario")
+}
+
+#[test]
+fn amds_pause_filter_without_a_threshold_exits_from_short_waits_that_no_window_of_time_reaches() {
+    // Each wait is shorter than Intel's 4096-cycle window, so Intel's PLE never exits, nor does
+    // AMD's filter with a threshold, which reloads its count between waits. Linux 3.x KVM sets
+    // no threshold: the count of 3000 PAUSEs runs down over many waits, and the vCPUs exit
+    // without any vCPU being descheduled.
+    let intel = run(&short_waits("{ policy = \"fixed\" }"));
+    let amd = run(&short_waits("{ policy = \"kvm\", counter = \"amd\" }"));
+    let amd_3x = run(&short_waits("{ policy = \"fixed\", counter = \"amd\", gap_cycles = 0 }"));
+    assert!(intel.totals.acquisitions > 10_000 && intel.totals.lwp_events == 0, "{:?}", intel.totals);
+    assert_eq!((intel.totals.ple_exits, amd.totals.ple_exits), (0, 0), "measured: 0 and 0");
+    assert!(amd_3x.totals.ple_exits > 10, "measured: 45; {:?}", amd_3x.totals);
+    let window = amd_3x.vcpus[0].ple_window_cycles;
+    assert!((30_000..60_000).contains(&window), "3000 PAUSEs reported as {window} TSC cycles of spinning");
+}

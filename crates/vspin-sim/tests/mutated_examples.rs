@@ -7,11 +7,13 @@
 use proptest::prelude::*;
 use toml::Value;
 use vspin_sim::scenario::{
-    Credit1Pick, Credit1Yield, DirectedYieldKind, Durations, LoadBalanceKind, LockKind, PlePolicy, Preset, SchedulerKind, TlbFlush,
+    Credit1Pick, Credit1Yield, DirectedYieldKind, Durations, LoadBalanceKind, LockKind, PauseCounter, PlePolicy, Preset, SchedulerKind,
+    TlbFlush,
 };
 use vspin_sim::Scenario;
 
 const EXAMPLES: &[&str] = &[
+    include_str!("../../../examples/amd-host.toml"),
     include_str!("../../../examples/apples.toml"),
     include_str!("../../../examples/cpu-quota.toml"),
     include_str!("../../../examples/las-oltp.toml"),
@@ -68,6 +70,7 @@ fn names(key: &str) -> Option<&'static [&'static str]> {
         "load_balance" => LoadBalanceKind::NAMES,
         "tlb_flush" => TlbFlush::NAMES,
         "durations" => Durations::NAMES,
+        "counter" => PauseCounter::NAMES,
         "yield" => Credit1Yield::NAMES,
         "pick" => Credit1Pick::NAMES,
         _ => return None,
