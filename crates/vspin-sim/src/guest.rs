@@ -56,6 +56,9 @@ pub(crate) enum Req {
     Shootdown { start: u32, count: u32 },
     /// Wake the first sleeping vCPU from vCPU `start` on (a reschedule IPI that ends its sleep).
     WakePeer { start: u32 },
+    /// Wake vCPU `CpuId` of the VM if it sleeps in guest idle (a futex wake of the thread
+    /// blocked there); one not asleep yet needs no IPI.
+    WakeVcpu(CpuId),
     /// Read the guest clock (answered with the simulated time, at no cost).
     Clock,
     /// Read the time left in the vCPU's slice from the LAS page (answered, when there is one,
@@ -163,6 +166,7 @@ impl SimCpu {
         call(Req::Clock).await.value
     }
 
+    /// Guest idle for `ns`, or until a wake-up IPI; `Nanos::MAX` sleeps until one comes.
     pub(crate) async fn sleep(&self, ns: Nanos) {
         call(Req::Sleep(ns)).await;
     }
@@ -174,6 +178,12 @@ impl SimCpu {
     /// `try_to_wake_up` of a thread sleeping on another vCPU: a reschedule IPI if one sleeps.
     pub(crate) async fn wake_peer(&self, start: u32) {
         call(Req::WakePeer { start }).await;
+    }
+
+    /// `try_to_wake_up` of the thread blocked on vCPU `cpu`: a reschedule IPI if it sleeps in
+    /// guest idle there.
+    pub(crate) async fn wake_vcpu(&self, cpu: CpuId) {
+        call(Req::WakeVcpu(cpu)).await;
     }
 
     /// `smp_call_function_many(..., wait=1)`: IPI the targets and spin until all have run the

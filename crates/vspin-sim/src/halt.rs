@@ -14,7 +14,7 @@
 //!                       POLLING ──wake-up──▶ VM entry    BLOCKED ──wake-up──▶ runnable (scheduler)
 //!                          │ poll ends or a thread is queued on the pCPU ─▶ BLOCKED
 //! ```
-use crate::engine::Event;
+use crate::engine::{Event, Time};
 use crate::guest::Response;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
@@ -94,7 +94,8 @@ impl Sim {
                 let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
                 Some(((now + period - phase) / period) * period + phase)
             }
-            HaltReason::Idle { wake_at } => Some(wake_at),
+            // A sleep with no end waits for a wake-up IPI alone.
+            HaltReason::Idle { wake_at } => (wake_at != Time::MAX).then_some(wake_at),
             HaltReason::Finished => None,
         };
         vc.timer_gen = vc.timer_gen.wrapping_add(1);

@@ -4,7 +4,7 @@
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
 //! and is handled only when the target runs.
 use crate::engine::Event;
-use crate::guest::Response;
+use crate::guest::{Req, Response};
 use crate::memory::Access;
 use crate::scenario::TlbFlush;
 use crate::simulation::Sim;
@@ -85,16 +85,45 @@ impl Sim {
             t != v && self.in_halt(t)
                 && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
         });
-        let vc = &mut self.vcpus[v as usize];
-        vc.response = Response::NONE;
+        self.vcpus[v as usize].response = Response::NONE;
         let Some(t) = sleeper else { return true };
+        self.wake_sleeper(v, t);
+        false
+    }
+
+    /// Wake vCPU `cpu` of the sender's VM if its guest went idle: blocked or polling in its
+    /// halt, or still in the HLT exit (whose end then finds the sleep over and re-enters), or
+    /// preempted in either. A vCPU not asleep (its thread woken before it slept) takes no IPI.
+    pub(crate) fn wake_vcpu(&mut self, v: u32, cpu: u32) -> bool {
+        let t = self.vms[self.vcpus[v as usize].vm as usize].first_vcpu + cpu;
+        self.vcpus[v as usize].response = Response::NONE;
+        match &mut self.vcpus[t as usize].act {
+            _ if t == v => true,
+            Act::Halted(HaltReason::Idle { .. }) => {
+                self.wake_sleeper(v, t);
+                false
+            }
+            // Its sleep is issued but waits for a memory access to complete: the thread is
+            // still on its vCPU (`p->on_cpu`), so the wake needs no IPI, and the sleep ends
+            // as soon as it begins.
+            Act::Delayed { req: Req::Sleep(ns), .. } => {
+                *ns = 0;
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// `v` sends sleeper `t` a reschedule IPI: the sender pays it, the sleep ends now (at once
+    /// if `t` is in its halt, else when its HLT exit ends, as a due sleep).
+    fn wake_sleeper(&mut self, v: u32, t: u32) {
         let c = &self.costs;
+        let vc = &mut self.vcpus[v as usize];
         vc.counters.wake_ipis += 1;
         vc.act = Act::Ready;
         vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
         self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
         self.end_halt(t);
-        false
     }
 
     /// An IPI is handled once its target runs: at once if running (an exit, the handler and a VM

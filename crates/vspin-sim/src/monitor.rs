@@ -4,7 +4,8 @@
 //! - mutual exclusion: at most one holder per lock;
 //! - FIFO: a lock that promises FIFO hand-off is acquired in arrival order;
 //! - no lost wake-up: a free lock never has all its waiters halted (with no release in
-//!   progress) at two consecutive audits, 1 ms apart;
+//!   progress) at two consecutive audits, 1 ms apart; a thread asleep at a barrier with no
+//!   timer is queued on it or about to be woken (`workload::Barrier`);
 //! - no missed write: a vCPU spinning on a word has seen the word's latest write (the memory
 //!   model's own wake-up of spinners works);
 //! - under credit1, every vCPU has paid credits for the time it ran (`credit1.rs`,
@@ -26,6 +27,7 @@
 //! as in the patch. For both counts a lock is held from the return of the guest's `lock()` to its
 //! call of `unlock()`: a qspinlock's new owner has set `locked` before it hands the queue head on,
 //! and a wait that passes the threshold in that gap counts as on a free lock.
+use crate::engine::Time;
 use crate::metrics::DurationHistogram;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, HaltReason, HostState, Vcpu};
@@ -263,6 +265,16 @@ impl Sim {
                 }
             }
         }
+        for vm in &self.vms {
+            let Some(barrier) = &vm.barrier else { continue };
+            for v in vm.vcpu_range() {
+                let vc = &self.vcpus[v];
+                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && !barrier.holds_asleep(vc.index) {
+                    let msg = format!("lost wake-up: {} sleeps at a barrier of {} that has moved on (at {} ns)", self.name_vcpu(v as u32), vm.name, self.now);
+                    self.violations.push(msg);
+                }
+            }
+        }
         for l in 0..self.locks.len() {
             let lock = &self.locks[l];
             let stuck = lock.holder.is_none()
@@ -333,6 +345,19 @@ mod tests {
         assert!(s.violations.is_empty(), "one audit may catch a wake-up in flight");
         s.audit();
         assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up")), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn a_thread_asleep_at_a_barrier_it_is_not_queued_on_is_a_lost_wakeup() {
+        let text = "duration_ms = 1\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\n\
+                    workload = { preset = \"cpu-hog\", barrier_every = 1 }\n";
+        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        s.vcpus[1].act = Act::Halted(HaltReason::Idle { wake_at: 1_000 });
+        s.audit();
+        assert!(s.violations.is_empty(), "a sleep with a timer ends by itself: {:?}", s.violations);
+        s.vcpus[1].act = Act::Halted(HaltReason::Idle { wake_at: crate::engine::Time::MAX });
+        s.audit();
+        assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("barrier")), "{:?}", s.violations);
     }
 
     #[test]

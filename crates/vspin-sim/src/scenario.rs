@@ -697,6 +697,8 @@ fn default_cpu_max_period_us() -> u64 {
 /// `max_cfs_quota_period`) and a quota of at least 1 ms; quotas above the host's whole capacity
 /// are allowed, as the kernel allows them, and then never throttle. The upper bound on the quota
 /// is this project's (1,000 s).
+/// Work units per thread between two barriers.
+pub const BARRIER_EVERY: std::ops::RangeInclusive<u32> = 1..=1_000_000_000;
 pub const CPU_MAX_PERIOD_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000;
 pub const CPU_MAX_QUOTA_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
 
@@ -757,12 +759,16 @@ pub struct WorkloadConfig {
     pub durations: Option<Durations>,
     /// With fixed durations, the coefficient of variation of each length (0 to 0.5).
     pub jitter: Option<f64>,
+    /// Work units each thread does between two barriers of all the VM's threads (a
+    /// bulk-synchronous program's phase); absent: no barriers (`workload::Barrier`).
+    pub barrier_every: Option<u32>,
 }
 
 impl WorkloadConfig {
-    /// How many locks the guest threads take: none for `cpu-hog` unless its `locks` is given.
+    /// How many locks the guest threads take: none for `cpu-hog` unless its `locks` is given,
+    /// and one more for a barrier (its futex's hash-bucket lock).
     fn lock_count(&self) -> u32 {
-        crate::workload::Profile::new(self, 1, 0).locks
+        crate::workload::Profile::new(self, 1, 0).locks + self.barrier_every.is_some() as u32
     }
 }
 
@@ -1331,6 +1337,14 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             return Err(err(f("threads_per_vcpu"), format!("{t} is out of range; allowed {THREADS_PER_VCPU:?}")));
         }
     }
+    if let Some(n) = w.barrier_every {
+        if !BARRIER_EVERY.contains(&n) {
+            return Err(err(f("barrier_every"), format!("{n} is out of range; allowed {BARRIER_EVERY:?} (work units per thread between barriers)")));
+        }
+        if w.threads_per_vcpu.is_some_and(|t| t > 1) {
+            return Err(err(f("barrier_every"), "a barrier counts one thread per vCPU; allowed only with threads_per_vcpu = 1"));
+        }
+    }
     if let Some(j) = w.jitter {
         if !JITTER.contains(&j) {
             return Err(err(f("jitter"), format!("{j} is out of range; allowed {JITTER:?} (a coefficient of variation)")));
@@ -1422,6 +1436,7 @@ fn whole_number_range(path: &str) -> Option<String> {
     Some(match path.rsplit('.').next()? {
         "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => format!("{TOPOLOGY_COUNT:?}"),
         "threads_per_vcpu" => format!("{THREADS_PER_VCPU:?}"),
+        "barrier_every" => format!("{BARRIER_EVERY:?}"),
         "locks" => format!("{LOCKS:?}"),
         "timeout_unit_pauses" | "halt_after_attempts" => format!("{TIMEOUT_UNIT_PAUSES:?}"),
         "guest_hz" | "hz" => format!("{TICK_HZ:?}"),

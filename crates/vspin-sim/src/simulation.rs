@@ -35,7 +35,7 @@ use crate::scenario::{
 use crate::timeline::Timeline;
 use crate::topology::Topology;
 use crate::vcpu::{Act, After, Affinity, HaltReason, HostState, HostWork, SchedEntity, Vcpu, WindowUnit};
-use crate::workload::{guest_thread, host_thread, Profile};
+use crate::workload::{guest_thread, host_thread, Barrier, Profile};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -111,6 +111,8 @@ pub(crate) struct Vm {
     pub first_vcpu: u32,
     pub vcpus: u32,
     pub first_lock: u32,
+    /// The barrier of its threads, if its workload has one (`workload::Barrier`).
+    pub barrier: Option<Rc<Barrier>>,
     pub guest_tick_ns: u64,
     pub tlb_flush: TlbFlush,
     pub target: Option<u64>,
@@ -347,10 +349,12 @@ impl Sim {
         let words: Rc<[SimWord]> = (0..guest::vm_words(vm.vcpus)).map(|_| self.mem.word(0)).collect();
         let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, self.costs.context_switch));
         let first_lock = self.locks.len() as u32;
-        let locks: Rc<[GuestLock]> =
-            (0..profile.locks).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
+        // A barrier's futex hash-bucket lock comes after the workload's locks.
+        let barrier = (profile.barrier_every > 0).then(|| Rc::new(Barrier::new(vm.vcpus)));
+        let lock_count = profile.locks + barrier.is_some() as u32;
+        let locks: Rc<[GuestLock]> = (0..lock_count).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
         let fifo = vm.lock.is_some_and(GuestLock::fifo);
-        self.locks.extend((0..profile.locks).map(|_| LockState::new(vm_id, fifo, record.locks)));
+        self.locks.extend((0..lock_count).map(|_| LockState::new(vm_id, fifo, record.locks)));
         for i in 0..vm.vcpus {
             let affinity = match (&self.gang, &vm.pin) {
                 // A gang's vCPUs keep the pCPUs of its row (`gang.rs`).
@@ -365,8 +369,8 @@ impl Sim {
             };
             load[pcpu as usize] += 1;
             let cpu = SimCpu::new(i, vm.vcpus, words.clone());
-            let (locks, profile) = (locks.clone(), profile.clone());
-            self.add_vcpu(vm_id, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, rng)));
+            let (locks, profile, barrier) = (locks.clone(), profile.clone(), barrier.clone());
+            self.add_vcpu(vm_id, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, barrier, rng)));
         }
         self.vms.push(Vm {
             name: vm.name.clone(),
@@ -375,6 +379,7 @@ impl Sim {
             first_vcpu: first,
             vcpus: vm.vcpus,
             first_lock,
+            barrier,
             guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
             tlb_flush: vm.tlb_flush,
             target: vm.work_units,
@@ -407,6 +412,7 @@ impl Sim {
             first_vcpu: first,
             vcpus: n,
             first_lock: self.locks.len() as u32,
+            barrier: None,
             guest_tick_ns: self.costs.tick_ns,
             tlb_flush: TlbFlush::Ipi,
             target: None,
@@ -828,7 +834,7 @@ impl Sim {
                 false
             }
             Req::Sleep(t) => {
-                self.start_halt(v, HaltReason::Idle { wake_at: now + t });
+                self.start_halt(v, HaltReason::Idle { wake_at: now.saturating_add(t) });
                 false
             }
             Req::Kick(cpu) => {
@@ -862,6 +868,7 @@ impl Sim {
             }
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
             Req::WakePeer { start } => self.wake_peer(v, start),
+            Req::WakeVcpu(cpu) => self.wake_vcpu(v, cpu),
             Req::Note(n) => self.note(v, n),
             Req::Clock => {
                 self.vcpus[v as usize].response = Response::new(now, false);

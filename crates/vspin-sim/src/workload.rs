@@ -16,6 +16,7 @@
 //!     maybe shootdown(targets)                // synchronous IPI, after the page-table lock
 //!     maybe wake a sleeping peer              // reschedule IPI (a message, a completion)
 //!     one work unit done
+//!     every `barrier_every` units: wait at a barrier of all the VM's threads
 //! }
 //! ```
 //!
@@ -54,6 +55,8 @@ pub struct Profile {
     pub jitter: f64,
     /// A guest context switch between two threads of one vCPU.
     pub switch_ns: u64,
+    /// Work units each thread does between two barriers of all the VM's threads; 0 for none.
+    pub barrier_every: u32,
     /// Cumulative lock popularity.
     cdf: Vec<f64>,
 }
@@ -76,6 +79,7 @@ impl Profile {
             durations: Durations::Exponential,
             jitter: 0.0,
             switch_ns,
+            barrier_every: 0,
             cdf: Vec::new(),
         };
         let mut p = match cfg.preset {
@@ -148,7 +152,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter, barrier_every);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -212,12 +216,101 @@ impl OtherThreads {
     }
 }
 
+/// A barrier of all the VM's threads (one per vCPU), as glibc's `pthread_barrier_wait` over
+/// a futex in a Linux 3.x guest: a thread that arrives takes the futex's hash-bucket spinlock
+/// (`hb->lock`), queues itself (`FUTEX_QUEUE_NS` under the lock) and sleeps in guest idle; the
+/// last one to arrive takes the same lock and, still holding it (3.19's `futex_wake` wakes each
+/// waiter under `hb->lock`), wakes every sleeper with a reschedule IPI. A thread woken before it
+/// fell asleep sees the new generation and does not sleep, as `futex_wait` rechecks the word.
+pub(crate) struct Barrier {
+    threads: u32,
+    state: std::cell::RefCell<BarrierState>,
+}
+
+#[derive(Default)]
+struct BarrierState {
+    arrived: u32,
+    generation: u64,
+    /// The vCPUs (VM-relative) of the threads queued on the futex, in arrival order.
+    queued: Vec<u32>,
+    /// Those the last arrival has still to wake, the next one last.
+    waking: Vec<u32>,
+}
+
+/// The futex system call up to `hb->lock` (entry, `get_futex_key`, the hash), and `futex_wait`'s
+/// work under it (`queue_me`): estimates of a few hundred cycles each (`docs/calibration.md`,
+/// row "barrier").
+const FUTEX_ENTRY_NS: u64 = 150;
+const FUTEX_QUEUE_NS: u64 = 200;
+
+impl Barrier {
+    pub(crate) fn new(threads: u32) -> Self {
+        Barrier { threads, state: Default::default() }
+    }
+
+    /// Whether the thread of vCPU `cpu` (VM-relative) is queued on the barrier or about to be
+    /// woken: the only reasons it may sleep with no timer (the monitor's lost wake-up audit).
+    pub(crate) fn holds_asleep(&self, cpu: u32) -> bool {
+        let s = self.state.borrow();
+        s.queued.contains(&cpu) || s.waking.contains(&cpu)
+    }
+
+    /// Wait until every thread has arrived; `hb` is the futex's hash-bucket lock, number
+    /// `lock` of the VM's locks.
+    async fn wait(&self, cpu: &SimCpu, hb: &GuestLock, lock: u32) {
+        cpu.kernel_compute(FUTEX_ENTRY_NS).await;
+        cpu.note(Note::LockBegin(lock)).await;
+        hb.lock(cpu).await;
+        cpu.note(Note::LockAcquired(lock)).await;
+        let generation = {
+            let mut s = self.state.borrow_mut();
+            s.arrived += 1;
+            s.generation
+        };
+        if self.state.borrow().arrived == self.threads {
+            {
+                let mut s = self.state.borrow_mut();
+                s.arrived = 0;
+                s.generation += 1;
+                s.waking = std::mem::take(&mut s.queued);
+                s.waking.reverse();
+            }
+            // In arrival order, as `futex_wake` walks the hash bucket's queue. A thread leaves
+            // the list once its wake has taken effect (the request may wait for a memory access).
+            loop {
+                let next = self.state.borrow().waking.last().copied();
+                let Some(t) = next else { break };
+                cpu.wake_vcpu(t).await;
+                self.state.borrow_mut().waking.pop();
+            }
+            cpu.note(Note::LockRelease(lock)).await;
+            hb.unlock(cpu).await;
+            return;
+        }
+        self.state.borrow_mut().queued.push(vspin_locks::Platform::cpu(cpu));
+        cpu.kernel_compute(FUTEX_QUEUE_NS).await;
+        cpu.note(Note::LockRelease(lock)).await;
+        hb.unlock(cpu).await;
+        while self.state.borrow().generation == generation {
+            cpu.sleep(u64::MAX).await;
+        }
+    }
+}
+
 /// The guest thread of one vCPU.
-pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, mut rng: Rng) {
+pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, barrier: Option<Rc<Barrier>>, mut rng: Rng) {
     use vspin_locks::Platform;
     let nr = cpu.nr_cpus();
     let mut others = OtherThreads::new(profile.threads_per_vcpu);
+    let mut since_barrier = 0;
     loop {
+        if let Some(b) = &barrier {
+            if since_barrier == profile.barrier_every {
+                since_barrier = 0;
+                b.wait(&cpu, &locks[profile.locks as usize], profile.locks).await;
+            }
+            since_barrier += 1;
+        }
         cpu.compute(profile.length(&mut rng, profile.think_ns)).await;
         if profile.locks == 0 {
             cpu.note(Note::WorkDone).await;

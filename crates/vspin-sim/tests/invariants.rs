@@ -93,6 +93,8 @@ fn scenario() -> impl Strategy<Value = String> {
                     _ => "\"none\"".to_string(),
                 };
                 let shoot = if vcpus > 1 { shoot } else { 0.0 };
+                // A barrier of the VM's threads every few work units on every fifth seed.
+                let barrier = if seed % 5 == 0 { format!(", barrier_every = {}", 1 + (seed / 5 + i as u64) % 4) } else { String::new() };
                 // A CPU quota on every odd seed, where Linux's bandwidth control is modelled:
                 // 1-7 ms in periods of 5 ms, so that a 15 ms run throttles and refills often.
                 let cpu_max = if seed % 2 == 1 && (scheduler == "cfs" || scheduler.starts_with("eevdf")) {
@@ -103,7 +105,7 @@ fn scenario() -> impl Strategy<Value = String> {
                 t += &format!(
                     "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
-                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations} }}\n{cpu_max}"
+                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations}{barrier} }}\n{cpu_max}"
                 );
             }
             // Every other seed keeps each lock's waits and holds as well.
@@ -126,6 +128,13 @@ proptest! {
             prop_assert_eq!(v.time.total(), simulated, "vCPU {} of {}: {:?}\n{}", v.vcpu, v.vm, v.time, text);
         }
         prop_assert!(r.totals.acquisitions > 0 || r.vms.iter().all(|v| v.work_units == 0), "{}", text);
+        // No thread passes a barrier before every thread of its VM has reached it.
+        for (vm, cfg) in r.vms.iter().zip(&sc.vms) {
+            let Some(every) = cfg.workload.barrier_every else { continue };
+            let units: Vec<u64> = r.vcpus.iter().filter(|v| v.vm == vm.name).map(|v| v.work_units).collect();
+            let (lo, hi) = (units.iter().min().copied().unwrap_or(0), units.iter().max().copied().unwrap_or(0));
+            prop_assert!(hi - lo <= u64::from(every), "VM {}: units {:?}, a barrier every {}\n{}", vm.name, units, every, text);
+        }
         for vm in &r.vms {
             // Every acquisition's wait is counted once, and a vCPU waits for one lock at a time.
             let counted: u64 = vm.lock_waits.iter().map(|b| b.acquisitions).sum();

@@ -15,6 +15,7 @@ use vspin_sim::Scenario;
 const EXAMPLES: &[&str] = &[
     include_str!("../../../examples/amd-host.toml"),
     include_str!("../../../examples/apples.toml"),
+    include_str!("../../../examples/bulk-synchronous.toml"),
     include_str!("../../../examples/cpu-quota.toml"),
     include_str!("../../../examples/las-oltp.toml"),
     include_str!("../../../examples/modern-host-eevdf.toml"),
