@@ -1129,18 +1129,26 @@ mod tests {
         assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::Nothing)));
     }
 
-    #[test]
-    fn a_stall_shorter_than_ple_gap_counts_toward_the_window_and_a_longer_one_restarts_it() {
+    /// A lone vCPU spinning on word 0 with 1000 ns of its PLE window spun, after a memory stall
+    /// one ns shorter than the gap (1 µs where no gap ends a loop), accounted to its end.
+    fn spinner_after_a_short_stall(hypervisor: &str) -> Sim {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("", false, vm);
+        let mut s = host(hypervisor, false, vm);
         let w = crate::memory::SimWord(0);
         let spin = Act::Spin { word: w, until: vspin_locks::Until::eq(0), pauses_left: 1 << 20, stale: false };
         running(&mut s, 0, 0, spin);
-        let gap = s.costs.ple_gap_ns;
+        let stall = (s.costs.ple_gap_ns - 1).min(1000);
         (s.vcpus[0].seg_start, s.vcpus[0].ple_spun_ns) = (s.now, 1000);
-        s.access_done(0, w, gap - 1);
-        s.now += gap - 1;
+        s.access_done(0, w, stall);
+        s.now += stall;
         s.account(0);
+        s
+    }
+
+    #[test]
+    fn a_stall_shorter_than_ple_gap_counts_toward_the_window_and_a_longer_one_restarts_it() {
+        let mut s = spinner_after_a_short_stall("");
+        let (w, gap) = (crate::memory::SimWord(0), s.costs.ple_gap_ns);
         assert_eq!(s.vcpus[0].ple_spun_ns, 1000 + gap - 1, "the CPU's window is time since the loop's first PAUSE");
         s.access_done(0, w, gap);
         assert_eq!(s.vcpus[0].ple_spun_ns, 0, "a stall longer than the gap: a new loop");
@@ -1151,24 +1159,15 @@ mod tests {
 
     #[test]
     fn amds_pause_filter_counts_pauses_not_stalls_and_without_a_threshold_only_an_entry_reloads_it() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let w = crate::memory::SimWord(0);
-        let spin = Act::Spin { word: w, until: vspin_locks::Until::eq(0), pauses_left: 1 << 20, stale: false };
-        let mut s = host("ple = { policy = \"kvm\", counter = \"amd\" }", false, vm);
+        let mut s = spinner_after_a_short_stall("ple = { policy = \"kvm\", counter = \"amd\" }");
+        let (w, gap) = (crate::memory::SimWord(0), s.costs.ple_gap_ns);
         assert_eq!(s.vcpus[0].ple_window_ns, (3000 * s.costs.pause_ps).div_ceil(1000), "3000 PAUSEs of spinning");
-        running(&mut s, 0, 0, spin);
-        let gap = s.costs.ple_gap_ns;
-        (s.vcpus[0].seg_start, s.vcpus[0].ple_spun_ns) = (s.now, 1000);
-        s.access_done(0, w, gap - 1);
-        s.now += gap - 1;
-        s.account(0);
         assert_eq!(s.vcpus[0].ple_spun_ns, 1000, "a short stall executes no PAUSE");
         s.access_done(0, w, gap);
         assert_eq!(s.vcpus[0].ple_spun_ns, 0, "a gap longer than the threshold reloads the count");
 
-        let mut s = host("ple = { policy = \"fixed\", counter = \"amd\", gap_cycles = 0 }", false, vm);
-        running(&mut s, 0, 0, spin);
-        s.vcpus[0].ple_spun_ns = 1000;
+        let mut s = spinner_after_a_short_stall("ple = { policy = \"fixed\", counter = \"amd\", gap_cycles = 0 }");
+        assert_eq!(s.vcpus[0].ple_spun_ns, 1000);
         s.access_done(0, w, 1_000_000);
         assert_eq!(s.vcpus[0].ple_spun_ns, 1000, "Linux 3.x KVM sets no threshold: no gap reloads the count");
         s.vcpus[0].act = Act::Ready;
