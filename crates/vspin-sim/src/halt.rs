@@ -40,8 +40,7 @@ impl Sim {
         let alone = self.nr_queued(p) == 1;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
-        let due = matches!(reason, HaltReason::Idle { wake_at } if wake_at <= now);
-        if vc.pv_unhalted || !vc.pending_ipis.is_empty() || due {
+        if Self::wake_pending(vc, now) {
             vc.halt_started = None;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             self.handle_pending_ipis(v);
@@ -58,6 +57,25 @@ impl Sim {
         // One guest timer per halt: it ends the poll, or the block that follows a poll.
         self.arm_halt_timer(v, reason);
         if !poll {
+            self.block(v);
+        }
+    }
+
+    /// `kvm_vcpu_check_block`: a kick, an interrupt or a due idle timer is pending, so the halt
+    /// must not block.
+    pub(crate) fn wake_pending(vc: &crate::vcpu::Vcpu, now: Time) -> bool {
+        vc.pv_unhalted || !vc.pending_ipis.is_empty() || matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at <= now)
+    }
+
+    /// A poll ends without a wake-up having reached it while it ran (its pCPU wants another
+    /// thread, or the poll ran out): block, unless a wake-up came while the poller was
+    /// descheduled, which `kvm_vcpu_check_block` finds before `schedule()`. (Such a poller
+    /// finishes the rest of its poll when it runs again before it finds the wake-up, where
+    /// KVM's poll loop would stop at once: at most `halt_poll.max_ns` late.)
+    pub(crate) fn block_after_poll(&mut self, v: u32) {
+        if Self::wake_pending(&self.vcpus[v as usize], self.now) {
+            self.poll_succeeds(v);
+        } else {
             self.block(v);
         }
     }
@@ -157,7 +175,7 @@ impl Sim {
         self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
         vc.host_work = None;
-        self.block(v);
+        self.block_after_poll(v);
     }
 
     /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted.
@@ -227,6 +245,25 @@ impl Sim {
             let c = &self.costs;
             self.vcpus[target as usize].host_work = Some(HostWork { remaining: c.vm_exit + c.vm_entry, after: After::Nothing });
             self.continue_if_running(target);
+        }
+    }
+
+    /// A VM reached its work target: its threads asleep at a barrier will never be woken, and
+    /// are finished from now on, as its other threads are at their next work unit.
+    pub(crate) fn finish_barrier_sleepers(&mut self, vm: u32) {
+        let now = self.now;
+        for v in self.vms[vm as usize].vcpu_range() {
+            if !matches!(self.vcpus[v].act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) {
+                continue;
+            }
+            if self.vcpus[v].host == HostState::Blocked {
+                let since = self.vcpus[v].state_since;
+                self.trace_slice(v as u32, "halted", since, now);
+                let vc = &mut self.vcpus[v];
+                vc.time.halted_ns += now - vc.state_since;
+                vc.state_since = now;
+            }
+            self.vcpus[v].act = Act::Halted(HaltReason::Finished);
         }
     }
 

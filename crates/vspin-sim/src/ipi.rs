@@ -3,7 +3,7 @@
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
 //! and is handled only when the target runs.
-use crate::engine::Event;
+use crate::engine::{Event, Time};
 use crate::guest::{Req, Response};
 use crate::memory::Access;
 use crate::scenario::TlbFlush;
@@ -81,9 +81,10 @@ impl Sim {
     pub(crate) fn wake_peer(&mut self, v: u32, start: u32) -> bool {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n) = (vm.first_vcpu, vm.vcpus);
+        // A thread asleep at a barrier (no timer) is no peer's wakee: only the barrier wakes it.
         let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
             t != v && self.in_halt(t)
-                && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { .. }))
+                && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at != Time::MAX)
         });
         self.vcpus[v as usize].response = Response::NONE;
         let Some(t) = sleeper else { return true };
@@ -91,22 +92,28 @@ impl Sim {
         false
     }
 
-    /// Wake vCPU `cpu` of the sender's VM if its guest went idle: blocked or polling in its
-    /// halt, or still in the HLT exit (whose end then finds the sleep over and re-enters), or
-    /// preempted in either. A vCPU not asleep (its thread woken before it slept) takes no IPI.
+    /// The last thread at a barrier wakes the thread of vCPU `cpu`, which it takes off the
+    /// barrier's queue first (`__unqueue_futex` before `wake_up_state`). A thread asleep in guest
+    /// idle gets a reschedule IPI: blocked or polling in its halt, still in the HLT exit (whose
+    /// end then finds the sleep over and re-enters), or preempted in either. One not asleep yet
+    /// needs none: it finds itself off the queue and does not sleep.
     pub(crate) fn wake_vcpu(&mut self, v: u32, cpu: u32) -> bool {
-        let t = self.vms[self.vcpus[v as usize].vm as usize].first_vcpu + cpu;
+        let vm = self.vcpus[v as usize].vm as usize;
+        let t = self.vms[vm].first_vcpu + cpu;
+        if let Some(barrier) = &self.vms[vm].barrier {
+            barrier.unqueue(cpu);
+        }
         self.vcpus[v as usize].response = Response::NONE;
         match &mut self.vcpus[t as usize].act {
             _ if t == v => true,
-            Act::Halted(HaltReason::Idle { .. }) => {
+            Act::Halted(HaltReason::Idle { wake_at: Time::MAX }) => {
                 self.wake_sleeper(v, t);
                 false
             }
             // Its sleep is issued but waits for a memory access to complete: the thread is
             // still on its vCPU (`p->on_cpu`), so the wake needs no IPI, and the sleep ends
             // as soon as it begins.
-            Act::Delayed { req: Req::Sleep(ns), .. } => {
+            Act::Delayed { req: Req::Sleep(ns), .. } if *ns == Time::MAX => {
                 *ns = 0;
                 true
             }

@@ -5,7 +5,8 @@
 //! - FIFO: a lock that promises FIFO hand-off is acquired in arrival order;
 //! - no lost wake-up: a free lock never has all its waiters halted (with no release in
 //!   progress) at two consecutive audits, 1 ms apart; a thread asleep at a barrier with no
-//!   timer is queued on it or about to be woken (`workload::Barrier`);
+//!   timer is queued on it or about to be woken (`workload::Barrier`); no vCPU is blocked in
+//!   its halt with a kick, an interrupt or an overdue timer pending;
 //! - no missed write: a vCPU spinning on a word has seen the word's latest write (the memory
 //!   model's own wake-up of spinners works);
 //! - under credit1, every vCPU has paid credits for the time it ran (`credit1.rs`,
@@ -263,6 +264,13 @@ impl Sim {
                     let msg = format!("missed write: {} spins on a stale value of word {} (at {} ns)", self.name_vcpu(v), word.0, self.now);
                     self.violations.push(msg);
                 }
+            }
+        }
+        for v in 0..self.vcpus.len() as u32 {
+            let vc = &self.vcpus[v as usize];
+            if vc.host == HostState::Blocked && Self::wake_pending(vc, self.now.saturating_sub(1)) {
+                let msg = format!("lost wake-up: {} is blocked in its halt with a kick, an interrupt or a due timer pending (at {} ns)", self.name_vcpu(v), self.now);
+                self.violations.push(msg);
             }
         }
         for vm in &self.vms {

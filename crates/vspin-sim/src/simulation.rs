@@ -729,7 +729,7 @@ impl Sim {
                 self.reenter_if_running(v);
             }
             After::VcpuBlock => self.vcpu_block(v),
-            After::PollEnd => self.block(v),
+            After::PollEnd => self.block_after_poll(v),
         }
     }
 
@@ -927,6 +927,7 @@ impl Sim {
                     vm.completed_at = Some(self.now);
                     self.stop = self.vms.iter().all(|m| m.target.is_none() || m.completed_at.is_some())
                         && self.vms.iter().any(|m| m.target.is_some());
+                    self.finish_barrier_sleepers(vm_id);
                 }
                 if self.vms[vm_id as usize].completed_at.is_some() {
                     self.start_halt(v, HaltReason::Finished);

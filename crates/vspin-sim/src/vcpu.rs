@@ -146,9 +146,9 @@ pub(crate) struct Vcpu {
     /// mark).
     pub hvs_list: HvsList,
     pub hvs_boosted: bool,
-    /// The PLE window in TSC cycles, and as nanoseconds of spinning, kept in step (by
-    /// [`Vcpu::set_ple_window`], and [`ple_window_ns`] at construction): spin deadlines need the
-    /// latter on the hottest path.
+    /// The PLE window in the CPU's unit (TSC cycles, or PAUSEs on AMD: [`WindowUnit`]), and as
+    /// nanoseconds of spinning, kept in step by [`Vcpu::set_ple_window`]: spin deadlines need
+    /// the latter on the hottest path.
     pub ple_window: u64,
     pub ple_window_ns: u64,
     pub ple_spun_ns: u64,

@@ -220,8 +220,9 @@ impl OtherThreads {
 /// a futex in a Linux 3.x guest: a thread that arrives takes the futex's hash-bucket spinlock
 /// (`hb->lock`), queues itself (`FUTEX_QUEUE_NS` under the lock) and sleeps in guest idle; the
 /// last one to arrive takes the same lock and, still holding it (3.19's `futex_wake` wakes each
-/// waiter under `hb->lock`), wakes every sleeper with a reschedule IPI. A thread woken before it
-/// fell asleep sees the new generation and does not sleep, as `futex_wait` rechecks the word.
+/// waiter under `hb->lock`), takes each sleeper off the queue and wakes it with a reschedule IPI.
+/// A thread taken off before it fell asleep does not sleep, as `futex_wait_queue_me` skips
+/// `schedule()` once `__unqueue_futex` has emptied its queue entry.
 pub(crate) struct Barrier {
     threads: u32,
     state: std::cell::RefCell<BarrierState>,
@@ -230,10 +231,10 @@ pub(crate) struct Barrier {
 #[derive(Default)]
 struct BarrierState {
     arrived: u32,
-    generation: u64,
     /// The vCPUs (VM-relative) of the threads queued on the futex, in arrival order.
     queued: Vec<u32>,
-    /// Those the last arrival has still to wake, the next one last.
+    /// Those the last arrival has still to wake, the next one last; the simulator takes each off
+    /// when its wake takes effect (`unqueue`).
     waking: Vec<u32>,
 }
 
@@ -255,6 +256,11 @@ impl Barrier {
         s.queued.contains(&cpu) || s.waking.contains(&cpu)
     }
 
+    /// The thread of vCPU `cpu` leaves the queue: its wake takes effect.
+    pub(crate) fn unqueue(&self, cpu: u32) {
+        self.state.borrow_mut().waking.retain(|&t| t != cpu);
+    }
+
     /// Wait until every thread has arrived; `hb` is the futex's hash-bucket lock, number
     /// `lock` of the VM's locks.
     async fn wait(&self, cpu: &SimCpu, hb: &GuestLock, lock: u32) {
@@ -262,36 +268,31 @@ impl Barrier {
         cpu.note(Note::LockBegin(lock)).await;
         hb.lock(cpu).await;
         cpu.note(Note::LockAcquired(lock)).await;
-        let generation = {
-            let mut s = self.state.borrow_mut();
-            s.arrived += 1;
-            s.generation
-        };
+        self.state.borrow_mut().arrived += 1;
         if self.state.borrow().arrived == self.threads {
             {
                 let mut s = self.state.borrow_mut();
                 s.arrived = 0;
-                s.generation += 1;
                 s.waking = std::mem::take(&mut s.queued);
                 s.waking.reverse();
             }
-            // In arrival order, as `futex_wake` walks the hash bucket's queue. A thread leaves
-            // the list once its wake has taken effect (the request may wait for a memory access).
+            // In arrival order, as `futex_wake` walks the hash bucket's queue; each wake takes
+            // its thread off the list (`Sim::wake_vcpu`), when it takes effect.
             loop {
                 let next = self.state.borrow().waking.last().copied();
                 let Some(t) = next else { break };
                 cpu.wake_vcpu(t).await;
-                self.state.borrow_mut().waking.pop();
             }
             cpu.note(Note::LockRelease(lock)).await;
             hb.unlock(cpu).await;
             return;
         }
-        self.state.borrow_mut().queued.push(vspin_locks::Platform::cpu(cpu));
+        let me = vspin_locks::Platform::cpu(cpu);
+        self.state.borrow_mut().queued.push(me);
         cpu.kernel_compute(FUTEX_QUEUE_NS).await;
         cpu.note(Note::LockRelease(lock)).await;
         hb.unlock(cpu).await;
-        while self.state.borrow().generation == generation {
+        while self.holds_asleep(me) {
             cpu.sleep(u64::MAX).await;
         }
     }

@@ -540,3 +540,17 @@ fn a_pcpu_whose_vcpu_waits_at_a_barrier_idles_under_gang_scheduling_but_not_unde
     let r = run(&bulk_synchronous("gang", 2, 10, 1));
     assert_eq!(r.totals.lwp_events + r.totals.lhp_events, 0, "a gang never deschedules a holder's sibling");
 }
+
+#[test]
+fn a_wake_up_that_reaches_a_descheduled_poller_is_not_lost() {
+    // VM a's threads meet at a barrier every 20 µs work unit and poll up to 2 ms in their halts;
+    // VM b's PLE exits yield to vCPUs on a's pCPUs and deschedule pollers mid-poll. A wake that
+    // reaches such a poller must end its halt when the poll does (`kvm_vcpu_check_block`); it
+    // once blocked for good instead, and a stopped at 884 units (review of 2026-11-27).
+    let text = "seed = 2\nduration_ms = 100\n[host]\ncores_per_socket = 3\n[hypervisor]\nhalt_poll = { max_ns = 2000000 }\n\
+                [[vm]]\nname = \"a\"\nvcpus = 3\npin = \"1:1\"\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\", think_ns = 20000, barrier_every = 1 }\n\
+                [[vm]]\nname = \"b\"\nvcpus = 4\nlock = \"ticket\"\nworkload = { preset = \"ebizzy\", think_ns = 2000 }\n\
+                cpu_max = { quota_us = 1000, period_us = 1000 }\n";
+    let r = run(&Scenario::from_toml(text).expect("valid scenario"));
+    assert!(r.vms[0].work_units > 2_000, "measured 3,593: {}", r.vms[0].work_units);
+}
