@@ -532,8 +532,8 @@ fn a_barrier_holds_every_thread_until_the_last_arrives() {
 fn a_pcpu_whose_vcpu_waits_at_a_barrier_idles_under_gang_scheduling_but_not_under_cfs() {
     // Two such VMs on the 8 pCPUs. Under CFS a vCPU asleep at its barrier leaves its pCPU to
     // the other VM's vCPU; a gang keeps the pCPU for its own row, which idles. Measured (seeds
-    // 1-2, mean work units/s of both VMs together): 314 k under CFS with stock PLE, 262 k under
-    // gang, 400 k without barriers. One VM alone (seed 1): 3,277 phases, 22,930 wake IPIs.
+    // 1-2, mean work units/s of both VMs together): 313 k under CFS with stock PLE, 262 k under
+    // gang, 400 k without barriers. One VM alone (seed 1): 3,277 phases, 22,939 wake IPIs.
     let cfs = throughput_over_seeds(2, |s| bulk_synchronous("cfs", 2, 10, s));
     let gang = throughput_over_seeds(2, |s| bulk_synchronous("gang", 2, 10, s));
     assert!(cfs > 1.1 * gang, "CFS {cfs:.0} against gang {gang:.0}");
