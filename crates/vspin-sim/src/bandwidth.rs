@@ -473,6 +473,16 @@ mod tests {
         s.bandwidth[0].as_mut().unwrap()
     }
 
+    /// [`busy`], with the VM's pool empty and vCPU 0 having run 1 µs since its budget was
+    /// last charged.
+    fn busy_with_an_empty_pool(scheduler: &str) -> Sim {
+        let mut s = busy(scheduler);
+        quota_mut(&mut s).pool = 0;
+        s.now = 1_000;
+        s.vcpus[0].se.exec_start = 0;
+        s
+    }
+
     #[test]
     fn a_pcpu_takes_budget_in_slices_and_the_pool_gives_what_it_has() {
         let mut s = busy("eevdf");
@@ -485,10 +495,7 @@ mod tests {
 
     #[test]
     fn a_spent_budget_throttles_the_vms_vcpus_on_the_pcpu_and_the_refill_brings_them_back() {
-        let mut s = busy("eevdf");
-        quota_mut(&mut s).pool = 0;
-        s.now = 1_000;
-        s.vcpus[0].se.exec_start = 0;
+        let mut s = busy_with_an_empty_pool("eevdf");
         s.schedule(0);
         // vCPU 0 was running and vCPU 1 queued: both held, in that order; `o`'s vCPUs take the
         // pCPU.
@@ -515,10 +522,7 @@ mod tests {
     fn a_vcpu_that_blocks_after_spending_the_budget_leaves_its_vm_throttled() {
         // `put_prev_entity` checks the group of the task that blocked, too: the VM's queued
         // vCPU 1 must not run on a budget already spent.
-        let mut s = busy("eevdf");
-        quota_mut(&mut s).pool = 0;
-        s.now = 1_000;
-        s.vcpus[0].se.exec_start = 0;
+        let mut s = busy_with_an_empty_pool("eevdf");
         s.vcpus[0].act = Act::Halted(crate::vcpu::HaltReason::Idle { wake_at: 50 * MS });
         s.block(0);
         assert!(quota(&s).throttled[0], "the blocked vCPU's VM is throttled");

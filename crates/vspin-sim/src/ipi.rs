@@ -104,8 +104,8 @@ impl Sim {
             barrier.unqueue(cpu);
         }
         self.vcpus[v as usize].response = Response::NONE;
+        // The waker is never queued, so `t` is never `v`.
         match &mut self.vcpus[t as usize].act {
-            _ if t == v => true,
             Act::Halted(HaltReason::Idle { wake_at: Time::MAX }) => {
                 self.wake_sleeper(v, t);
                 false
