@@ -92,11 +92,16 @@ impl Sim {
         false
     }
 
-    /// The last thread at a barrier wakes the thread of vCPU `cpu`, which it takes off the
-    /// barrier's queue first (`__unqueue_futex` before `wake_up_state`). A thread asleep in guest
-    /// idle gets a reschedule IPI: blocked or polling in its halt, still in the HLT exit (whose
-    /// end then finds the sleep over and re-enters), or preempted in either. One not asleep yet
-    /// needs none: it finds itself off the queue and does not sleep.
+    /// The last thread at a barrier wakes a thread of vCPU `cpu`, which it takes off the
+    /// barrier's queue first (`__unqueue_futex` before `wake_up_state`). A vCPU in guest idle
+    /// gets a reschedule IPI: blocked or polling in its halt, still in the HLT exit (whose end
+    /// then finds the sleep over and re-enters), or preempted in either; its guest then runs the
+    /// woken thread. One whose idle is already ending needs none (`resched_curr` sends no second
+    /// IPI while the first reschedule is pending), nor one about to sleep: its sleep ends as it
+    /// begins. One running
+    /// another of its threads (the waker's own vCPU among them) gets none either: the woken
+    /// thread waits for the running one to block or reach the barrier, as the guest's
+    /// threads do not preempt each other in this model.
     pub(crate) fn wake_vcpu(&mut self, v: u32, cpu: u32) -> bool {
         let vm = self.vcpus[v as usize].vm as usize;
         let t = self.vms[vm].first_vcpu + cpu;
@@ -104,16 +109,16 @@ impl Sim {
             barrier.unqueue(cpu);
         }
         self.vcpus[v as usize].response = Response::NONE;
-        // The waker is never queued, so `t` is never `v`.
+        let now = self.now;
         match &mut self.vcpus[t as usize].act {
-            Act::Halted(HaltReason::Idle { wake_at: Time::MAX }) => {
+            Act::Halted(HaltReason::Idle { wake_at }) if *wake_at > now => {
                 self.wake_sleeper(v, t);
                 false
             }
             // Its sleep is issued but waits for a memory access to complete: the thread is
             // still on its vCPU (`p->on_cpu`), so the wake needs no IPI, and the sleep ends
             // as soon as it begins.
-            Act::Delayed { req: Req::Sleep(ns), .. } if *ns == Time::MAX => {
+            Act::Delayed { req: Req::Sleep(ns), .. } => {
                 *ns = 0;
                 true
             }

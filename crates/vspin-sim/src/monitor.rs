@@ -277,7 +277,7 @@ impl Sim {
             let Some(barrier) = &vm.barrier else { continue };
             for v in vm.vcpu_range() {
                 let vc = &self.vcpus[v];
-                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && !barrier.holds_asleep(vc.index) {
+                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && barrier.queued_threads(vc.index) == 0 {
                     let msg = format!("lost wake-up: {} sleeps at a barrier of {} that has moved on (at {} ns)", self.name_vcpu(v as u32), vm.name, self.now);
                     self.violations.push(msg);
                 }

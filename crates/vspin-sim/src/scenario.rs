@@ -1341,9 +1341,6 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
         if !BARRIER_EVERY.contains(&n) {
             return Err(err(f("barrier_every"), format!("{n} is out of range; allowed {BARRIER_EVERY:?} (work units per thread between barriers)")));
         }
-        if w.threads_per_vcpu.is_some_and(|t| t > 1) {
-            return Err(err(f("barrier_every"), "a barrier counts one thread per vCPU; allowed only with threads_per_vcpu = 1"));
-        }
     }
     if let Some(j) = w.jitter {
         if !JITTER.contains(&j) {

@@ -21,11 +21,12 @@
 //! ```
 //!
 //! Threads of a vCPU are interchangeable (they run the same profile), so the guest scheduler
-//! keeps only their wake-up times: a blocking thread hands the vCPU to the thread that became
-//! runnable first, after a guest context switch (the host's `context_switch_ns`; the same kernel
-//! path); the vCPU halts only when every thread is blocked, and a reschedule IPI from a peer
-//! (`wake_peer`) ends the halt by making the next thread runnable. One thread per vCPU (the
-//! default) is a guest whose vCPU goes idle whenever its one thread blocks.
+//! keeps only their wake-up times and their progress towards the next barrier: a blocking thread
+//! hands the vCPU to the thread that became runnable first, after a guest context switch (the
+//! host's `context_switch_ns`; the same kernel path); the vCPU halts only when every thread is
+//! blocked, and a reschedule IPI from a peer (`wake_peer`) ends the halt by making the next
+//! thread runnable, one from the barrier by making the threads it woke runnable. One thread per
+//! vCPU (the default) is a guest whose vCPU goes idle whenever its one thread blocks.
 //!
 //! The presets are estimates from what each benchmark does in the kernel, documented with their
 //! reasoning in `docs/calibration.md`; none is fitted to a figure.
@@ -186,43 +187,113 @@ impl Profile {
     }
 }
 
-/// The guest scheduler of one vCPU: its other threads, by when each can run next.
-struct OtherThreads {
-    /// Wake-up time of each thread not running (0: runnable from the start).
-    blocked_until: Vec<u64>,
+/// A thread queued on the barrier's futex, which only the barrier's last arrival makes runnable.
+const AT_BARRIER: u64 = u64::MAX;
+
+/// A thread of a vCPU that is not running.
+#[derive(Clone, Copy)]
+struct Parked {
+    /// When it can run: its wake-up time (0: runnable from the start), or `AT_BARRIER`.
+    ready_at: u64,
+    /// Its work units finished since its last barrier.
+    since_barrier: u32,
+    /// The order in which the vCPU's threads queued on the barrier (a wake takes the first).
+    queued_as: u64,
 }
 
-impl OtherThreads {
+/// The guest scheduler of one vCPU: the running thread's progress towards its next barrier,
+/// and its other threads by when each can run next.
+///
+/// The vCPU runs one loop (`guest_thread`) whatever thread it runs, so a thread that blocks in
+/// the middle of a work unit and one that resumes from the barrier, at the top of the loop, trade
+/// places: the unit in progress is finished by the thread that resumes. A unit therefore counts
+/// for the thread that finishes it (`since_barrier` grows at each `WorkDone`), so each thread
+/// meets the barrier after exactly `barrier_every` units of its own.
+struct GuestThreads {
+    /// The running thread's work units finished since its last barrier.
+    since_barrier: u32,
+    others: Vec<Parked>,
+    queued: u64,
+}
+
+impl GuestThreads {
     fn new(threads_per_vcpu: u32) -> Self {
-        OtherThreads { blocked_until: vec![0; threads_per_vcpu as usize - 1] }
+        let parked = Parked { ready_at: 0, since_barrier: 0, queued_as: 0 };
+        GuestThreads { since_barrier: 0, others: vec![parked; threads_per_vcpu as usize - 1], queued: 0 }
     }
 
-    /// The running thread blocks for `ns`: the thread that became runnable first takes the vCPU
-    /// after a guest context switch; if none is runnable yet, the vCPU idles until it is (or
-    /// until a peer's wake-up IPI). With a single thread, blocking is plain guest idle.
-    async fn block(&mut self, cpu: &SimCpu, ns: u64, switch_ns: u64) {
-        if self.blocked_until.is_empty() {
+    /// The thread that can run first (by wake-up time, then place), as an index into `others`.
+    fn earliest(&self) -> usize {
+        (0..self.others.len()).min_by_key(|&i| (self.others[i].ready_at, i)).expect("a parked thread")
+    }
+
+    /// Make runnable the threads the barrier's last arrival has woken since the vCPU last looked:
+    /// as many of its threads asleep at the barrier as have left the barrier's queue, first
+    /// queued first (`futex_wake` walks the queue in arrival order). Returns whether there were
+    /// any.
+    fn take_barrier_wakes(&mut self, barrier: Option<&Barrier>, cpu: u32) -> bool {
+        let Some(b) = barrier else { return false };
+        let asleep = self.others.iter().filter(|t| t.ready_at == AT_BARRIER).count();
+        let still_queued = b.queued_threads(cpu);
+        debug_assert!(still_queued <= asleep, "a queued thread of vCPU {cpu} is not asleep");
+        let woken = asleep.saturating_sub(still_queued);
+        for _ in 0..woken {
+            let first = (0..self.others.len()).filter(|&i| self.others[i].ready_at == AT_BARRIER)
+                .min_by_key(|&i| self.others[i].queued_as).expect("an asleep thread");
+            self.others[first].ready_at = 0;
+        }
+        woken > 0
+    }
+
+    /// The running thread stops for `ns` (an I/O wait), or until the barrier wakes it
+    /// (`AT_BARRIER`, once it has queued there), and the vCPU runs the thread that can run first,
+    /// after a guest context switch (the host's `context_switch_ns`; the same kernel path). If
+    /// none can run yet, the vCPU idles until one can or until a reschedule IPI: a peer's
+    /// (`wake_peer`) makes the earliest runnable at once, the barrier's the threads it woke. A
+    /// thread the barrier woke before it fell asleep goes on with no switch. With a single
+    /// thread, an I/O wait is plain guest idle.
+    async fn block(&mut self, cpu: &SimCpu, barrier: Option<&Barrier>, ns: u64, switch_ns: u64) {
+        if self.others.is_empty() {
             cpu.sleep(ns).await;
             return;
         }
         let now = cpu.clock().await;
-        self.blocked_until.push(now + ns);
-        let next = (0..self.blocked_until.len()).min_by_key(|&i| (self.blocked_until[i], i)).expect("the blocking thread is in the list");
-        if self.blocked_until[next] > now {
-            cpu.sleep(self.blocked_until[next] - now).await;
+        let me = self.others.len();
+        let ready_at = if ns == AT_BARRIER { AT_BARRIER } else { now + ns };
+        self.others.push(Parked { ready_at, since_barrier: self.since_barrier, queued_as: self.queued });
+        self.take_barrier_wakes(barrier, vspin_locks::Platform::cpu(cpu));
+        let mut next = self.earliest();
+        let mut slept = false;
+        while self.others[next].ready_at > now {
+            slept = true;
+            let timed = self.others[next].ready_at != AT_BARRIER;
+            cpu.sleep(if timed { self.others[next].ready_at - now } else { u64::MAX }).await;
+            if self.take_barrier_wakes(barrier, vspin_locks::Platform::cpu(cpu)) {
+                next = self.earliest();
+            }
+            // A timed sleep ends the wait whatever ended it (a peer's wake-up runs the earliest).
+            if timed {
+                break;
+            }
         }
-        self.blocked_until.swap_remove(next);
-        cpu.kernel_compute(switch_ns).await;
+        self.since_barrier = self.others.swap_remove(next).since_barrier;
+        if slept || next != me || ns != AT_BARRIER {
+            cpu.kernel_compute(switch_ns).await;
+        }
     }
 }
 
-/// A barrier of all the VM's threads (one per vCPU), as glibc's `pthread_barrier_wait` over
-/// a futex in a Linux 3.x guest: a thread that arrives takes the futex's hash-bucket spinlock
-/// (`hb->lock`), queues itself (`FUTEX_QUEUE_NS` under the lock) and sleeps in guest idle; the
-/// last one to arrive takes the same lock and, still holding it (3.19's `futex_wake` wakes each
-/// waiter under `hb->lock`), takes each sleeper off the queue and wakes it with a reschedule IPI.
-/// A thread taken off before it fell asleep does not sleep, as `futex_wait_queue_me` skips
-/// `schedule()` once `__unqueue_futex` has emptied its queue entry.
+/// A barrier of all the VM's threads, as glibc's `pthread_barrier_wait` over a futex in a
+/// Linux 3.x guest: a thread that arrives takes the futex's hash-bucket spinlock (`hb->lock`),
+/// queues itself (`FUTEX_QUEUE_NS` under the lock) and sleeps: its vCPU runs another of its
+/// threads, or idles; the last one to arrive takes the same lock and, still holding it (3.19's
+/// `futex_wake` wakes each waiter under `hb->lock`), takes each sleeper off the queue and wakes
+/// it (`Sim::wake_vcpu`: a reschedule IPI to a vCPU in guest idle). A thread taken off before it
+/// fell asleep does not sleep, as `futex_wait_queue_me` skips `schedule()` once
+/// `__unqueue_futex` has emptied its queue entry.
+///
+/// The queue names each thread by its vCPU: threads of one vCPU are interchangeable, so the
+/// vCPU's guest scheduler counts how many of its own are still queued (`queued_threads`).
 pub(crate) struct Barrier {
     threads: u32,
     state: std::cell::RefCell<BarrierState>,
@@ -249,21 +320,25 @@ impl Barrier {
         Barrier { threads, state: Default::default() }
     }
 
-    /// Whether the thread of vCPU `cpu` (VM-relative) is queued on the barrier or about to be
-    /// woken: the only reasons it may sleep with no timer (the monitor's lost wake-up audit).
-    pub(crate) fn holds_asleep(&self, cpu: u32) -> bool {
+    /// How many threads of vCPU `cpu` (VM-relative) are queued on the barrier or about to be
+    /// woken: while all of a vCPU's threads are, it may sleep with no timer (the monitor's lost
+    /// wake-up audit).
+    pub(crate) fn queued_threads(&self, cpu: u32) -> usize {
         let s = self.state.borrow();
-        s.queued.contains(&cpu) || s.waking.contains(&cpu)
+        s.queued.iter().chain(&s.waking).filter(|&&t| t == cpu).count()
     }
 
-    /// The thread of vCPU `cpu` leaves the queue: its wake takes effect.
+    /// The next thread of vCPU `cpu` to be woken leaves the queue: its wake takes effect.
     pub(crate) fn unqueue(&self, cpu: u32) {
-        self.state.borrow_mut().waking.retain(|&t| t != cpu);
+        let mut s = self.state.borrow_mut();
+        if let Some(i) = s.waking.iter().rposition(|&t| t == cpu) {
+            s.waking.remove(i);
+        }
     }
 
-    /// Wait until every thread has arrived; `hb` is the futex's hash-bucket lock, number
-    /// `lock` of the VM's locks.
-    async fn wait(&self, cpu: &SimCpu, hb: &GuestLock, lock: u32) {
+    /// The running thread of `cpu` waits until every thread has arrived; `hb` is the futex's
+    /// hash-bucket lock, number `lock` of the VM's locks.
+    async fn wait(&self, cpu: &SimCpu, threads: &mut GuestThreads, hb: &GuestLock, lock: u32, switch_ns: u64) {
         cpu.kernel_compute(FUTEX_ENTRY_NS).await;
         cpu.note(Note::LockBegin(lock)).await;
         hb.lock(cpu).await;
@@ -289,12 +364,17 @@ impl Barrier {
         }
         let me = vspin_locks::Platform::cpu(cpu);
         self.state.borrow_mut().queued.push(me);
+        threads.queued += 1;
         cpu.kernel_compute(FUTEX_QUEUE_NS).await;
         cpu.note(Note::LockRelease(lock)).await;
         hb.unlock(cpu).await;
-        while self.holds_asleep(me) {
-            cpu.sleep(u64::MAX).await;
+        if threads.others.is_empty() {
+            while self.queued_threads(me) > 0 {
+                cpu.sleep(u64::MAX).await;
+            }
+            return;
         }
+        threads.block(cpu, Some(self), AT_BARRIER, switch_ns).await;
     }
 }
 
@@ -302,23 +382,23 @@ impl Barrier {
 pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: Rc<Profile>, barrier: Option<Rc<Barrier>>, mut rng: Rng) {
     use vspin_locks::Platform;
     let nr = cpu.nr_cpus();
-    let mut others = OtherThreads::new(profile.threads_per_vcpu);
-    let mut since_barrier = 0;
+    let mut threads = GuestThreads::new(profile.threads_per_vcpu);
     loop {
         if let Some(b) = &barrier {
-            if since_barrier == profile.barrier_every {
-                since_barrier = 0;
-                b.wait(&cpu, &locks[profile.locks as usize], profile.locks).await;
+            if threads.since_barrier == profile.barrier_every {
+                threads.since_barrier = 0;
+                b.wait(&cpu, &mut threads, &locks[profile.locks as usize], profile.locks, profile.switch_ns).await;
             }
-            since_barrier += 1;
         }
         cpu.compute(profile.length(&mut rng, profile.think_ns)).await;
         if profile.locks == 0 {
             cpu.note(Note::WorkDone).await;
+            threads.since_barrier += 1;
             continue;
         }
         if profile.block_probability > 0.0 && rng.uniform() < profile.block_probability {
-            others.block(&cpu, rng.exp_ns(profile.block_ns), profile.switch_ns).await;
+            let ns = rng.exp_ns(profile.block_ns);
+            threads.block(&cpu, barrier.as_deref(), ns, profile.switch_ns).await;
         }
         let l = profile.pick_lock(&mut rng);
         cpu.note(Note::LockBegin(l as u32)).await;
@@ -337,6 +417,7 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             cpu.wake_peer(rng.below(nr as u64) as u32).await;
         }
         cpu.note(Note::WorkDone).await;
+        threads.since_barrier += 1;
     }
 }
 

@@ -93,8 +93,13 @@ fn scenario() -> impl Strategy<Value = String> {
                     _ => "\"none\"".to_string(),
                 };
                 let shoot = if vcpus > 1 { shoot } else { 0.0 };
-                // A barrier of the VM's threads every few work units on every fifth seed.
-                let barrier = if seed % 5 == 0 { format!(", barrier_every = {}", 1 + (seed / 5 + i as u64) % 4) } else { String::new() };
+                // A barrier of the VM's threads every few work units on every fifth seed, of one to
+                // three threads per vCPU.
+                let barrier = if seed % 5 == 0 {
+                    format!(", barrier_every = {}, threads_per_vcpu = {}", 1 + (seed / 5 + i as u64) % 4, 1 + (seed / 5) % 3)
+                } else {
+                    String::new()
+                };
                 // A CPU quota on every odd seed, where Linux's bandwidth control is modelled:
                 // 1-7 ms in periods of 5 ms, so that a 15 ms run throttles and refills often.
                 let cpu_max = if seed % 2 == 1 && (scheduler == "cfs" || scheduler.starts_with("eevdf")) {
@@ -131,9 +136,11 @@ proptest! {
         // No thread passes a barrier before every thread of its VM has reached it.
         for (vm, cfg) in r.vms.iter().zip(&sc.vms) {
             let Some(every) = cfg.workload.barrier_every else { continue };
+            // A vCPU's threads each do `every` units a phase.
+            let phase = u64::from(every) * u64::from(cfg.workload.threads_per_vcpu.unwrap_or(1));
             let units: Vec<u64> = r.vcpus.iter().filter(|v| v.vm == vm.name).map(|v| v.work_units).collect();
             let (lo, hi) = (units.iter().min().copied().unwrap_or(0), units.iter().max().copied().unwrap_or(0));
-            prop_assert!(hi - lo <= u64::from(every), "VM {}: units {:?}, a barrier every {}\n{}", vm.name, units, every, text);
+            prop_assert!(hi - lo <= phase, "VM {}: units {:?}, a phase of {} units per vCPU\n{}", vm.name, units, phase, text);
         }
         for vm in &r.vms {
             // Every acquisition's wait is counted once, and a vCPU waits for one lock at a time.
