@@ -97,11 +97,11 @@ impl Sim {
     /// gets a reschedule IPI: blocked or polling in its halt, still in the HLT exit (whose end
     /// then finds the sleep over and re-enters), or preempted in either; its guest then runs the
     /// woken thread. One whose idle is already ending needs none (`resched_curr` sends no second
-    /// IPI while the first reschedule is pending), nor one about to sleep: its sleep ends as it
-    /// begins. One running
-    /// another of its threads (the waker's own vCPU among them) gets none either: the woken
-    /// thread waits for the running one to block or reach the barrier, as the guest's
-    /// threads do not preempt each other in this model.
+    /// IPI while the first reschedule is pending), nor one about to sleep, with a timer (another
+    /// of its threads waits for I/O) or without: its sleep ends as it begins. One running another
+    /// of its threads (the waker's own vCPU among them) gets none either: the woken thread waits
+    /// for the running one to block or reach the barrier, as the guest's threads do not preempt
+    /// each other in this model.
     pub(crate) fn wake_vcpu(&mut self, v: u32, cpu: u32) -> bool {
         let vm = self.vcpus[v as usize].vm as usize;
         let t = self.vms[vm].first_vcpu + cpu;

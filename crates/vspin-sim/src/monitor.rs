@@ -277,8 +277,8 @@ impl Sim {
             let Some(barrier) = &vm.barrier else { continue };
             for v in vm.vcpu_range() {
                 let vc = &self.vcpus[v];
-                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && barrier.queued_threads(vc.index) == 0 {
-                    let msg = format!("lost wake-up: {} sleeps at a barrier of {} that has moved on (at {} ns)", self.name_vcpu(v as u32), vm.name, self.now);
+                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && !barrier.holds_every_thread_of(vc.index) {
+                    let msg = format!("lost wake-up: {} sleeps with no timer though a thread of it has left {}'s barrier (at {} ns)", self.name_vcpu(v as u32), vm.name, self.now);
                     self.violations.push(msg);
                 }
             }
@@ -364,6 +364,23 @@ mod tests {
         s.audit();
         assert!(s.violations.is_empty(), "a sleep with a timer ends by itself: {:?}", s.violations);
         s.vcpus[1].act = Act::Halted(HaltReason::Idle { wake_at: crate::engine::Time::MAX });
+        s.audit();
+        assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("barrier")), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn a_vcpu_asleep_with_a_thread_off_the_barrier_is_a_lost_wakeup() {
+        // Two threads per vCPU: the vCPU may sleep with no timer only while both are queued.
+        let text = "duration_ms = 1\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\n\
+                    workload = { preset = \"cpu-hog\", barrier_every = 1, threads_per_vcpu = 2 }\n";
+        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        s.vcpus[1].act = Act::Halted(HaltReason::Idle { wake_at: crate::engine::Time::MAX });
+        let barrier = s.vms[0].barrier.clone().expect("a barrier");
+        barrier.queue(1);
+        barrier.queue(1);
+        s.audit();
+        assert!(s.violations.is_empty(), "both threads queued: {:?}", s.violations);
+        barrier.leave(1);
         s.audit();
         assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("barrier")), "{:?}", s.violations);
     }

@@ -350,7 +350,7 @@ impl Sim {
         let profile = Rc::new(Profile::new(&vm.workload, vm.vcpus, self.costs.context_switch));
         let first_lock = self.locks.len() as u32;
         // A barrier's futex hash-bucket lock comes after the workload's locks.
-        let barrier = (profile.barrier_every > 0).then(|| Rc::new(Barrier::new(vm.vcpus * profile.threads_per_vcpu)));
+        let barrier = (profile.barrier_every > 0).then(|| Rc::new(Barrier::new(vm.vcpus, profile.threads_per_vcpu)));
         let lock_count = profile.locks + barrier.is_some() as u32;
         let locks: Rc<[GuestLock]> = (0..lock_count).map(|_| GuestLock::new(vm, &mut self.mem)).collect();
         let fifo = vm.lock.is_some_and(GuestLock::fifo);

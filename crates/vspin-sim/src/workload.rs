@@ -296,6 +296,7 @@ impl GuestThreads {
 /// vCPU's guest scheduler counts how many of its own are still queued (`queued_threads`).
 pub(crate) struct Barrier {
     threads: u32,
+    threads_per_vcpu: u32,
     state: std::cell::RefCell<BarrierState>,
 }
 
@@ -316,16 +317,36 @@ const FUTEX_ENTRY_NS: u64 = 150;
 const FUTEX_QUEUE_NS: u64 = 200;
 
 impl Barrier {
-    pub(crate) fn new(threads: u32) -> Self {
-        Barrier { threads, state: Default::default() }
+    pub(crate) fn new(vcpus: u32, threads_per_vcpu: u32) -> Self {
+        Barrier { threads: vcpus * threads_per_vcpu, threads_per_vcpu, state: Default::default() }
+    }
+
+    /// Whether every thread of vCPU `cpu` (VM-relative) is queued on the barrier or about to be
+    /// woken: the only case in which the vCPU may sleep with no timer (the monitor's lost
+    /// wake-up audit), as a wake ends such a sleep at once.
+    pub(crate) fn holds_every_thread_of(&self, cpu: u32) -> bool {
+        self.queued_threads(cpu) == self.threads_per_vcpu as usize
     }
 
     /// How many threads of vCPU `cpu` (VM-relative) are queued on the barrier or about to be
-    /// woken: while all of a vCPU's threads are, it may sleep with no timer (the monitor's lost
-    /// wake-up audit).
+    /// woken.
     pub(crate) fn queued_threads(&self, cpu: u32) -> usize {
         let s = self.state.borrow();
         s.queued.iter().chain(&s.waking).filter(|&&t| t == cpu).count()
+    }
+
+    /// A thread of vCPU `cpu` joins the queue, as an arrival does (the monitor's tests).
+    #[cfg(test)]
+    pub(crate) fn queue(&self, cpu: u32) {
+        self.state.borrow_mut().queued.push(cpu);
+    }
+
+    /// A thread of vCPU `cpu` leaves the queue, as a woken one does (the monitor's tests).
+    #[cfg(test)]
+    pub(crate) fn leave(&self, cpu: u32) {
+        let mut s = self.state.borrow_mut();
+        let i = s.queued.iter().position(|&t| t == cpu).expect("a queued thread");
+        s.queued.remove(i);
     }
 
     /// The next thread of vCPU `cpu` to be woken leaves the queue: its wake takes effect.
