@@ -212,7 +212,9 @@ struct Parked {
 struct GuestThreads {
     /// The running thread's work units finished since its last barrier.
     since_barrier: u32,
+    /// The vCPU's other threads.
     others: Vec<Parked>,
+    /// How many times a thread of the vCPU has queued on the barrier: the next `queued_as`.
     queued: u64,
 }
 
