@@ -24,7 +24,12 @@
 //! - **Yield** (`yield_task_fair`): the deadline moves one slice later. `yield_to` also sets the
 //!   `next` buddy, but v6.8 honours it only under `NEXT_BUDDY`, off by default: KVM's directed
 //!   yield only pushes the spinner's deadline back and reschedules the target's pCPU, which
-//!   picks by deadline.
+//!   picks by deadline. A spinner that is the only eligible thread is picked again after each
+//!   yield, so its deadline runs ahead a slice per PLE exit; nothing at the tick checks
+//!   eligibility, so it then keeps the pCPU until its vruntime reaches that deadline, while the
+//!   holder it spins for waits (`tests/host_scheduler.rs`). This is upstream's own runaway,
+//!   fixed in v6.17 by 79104becf42b ("the deadline will be increased by the slice at each
+//!   loop").
 //!
 //!
 //! `hypervisor.scheduler = "eevdf-6.18"` follows v6.18 (`kernel-mechanisms.md` §7.2, L6.18),
@@ -38,7 +43,8 @@
 //! - The 0.70 ms base slice. `update_curr` asks for a reschedule whenever the running thread is
 //!   unprotected (picked again after its slice ended) and another is queued, not only when the
 //!   slice ends.
-//! - `yield` forfeits the slice of an eligible thread (`vruntime = deadline`); `yield_to`'s
+//! - `yield` forfeits the slice of an eligible thread (`vruntime = deadline`; 79104becf42b,
+//!   v6.17); `yield_to`'s
 //!   `next` buddy runs first while eligible (`PICK_BUDDY`); a migrated thread keeps what was
 //!   left of its slice (`PLACE_REL_DEADLINE`).
 //!
