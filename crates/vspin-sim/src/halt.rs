@@ -251,37 +251,39 @@ impl Sim {
     /// A VM reached its work target: its threads asleep at a barrier will never be woken, and
     /// are finished from now on, as its other threads are at their next work unit.
     pub(crate) fn finish_barrier_sleepers(&mut self, vm: u32) {
-        let now = self.now;
         for v in self.vms[vm as usize].vcpu_range() {
             if !matches!(self.vcpus[v].act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) {
                 continue;
             }
             if self.vcpus[v].host == HostState::Blocked {
-                let since = self.vcpus[v].state_since;
-                self.trace_slice(v as u32, "halted", since, now);
-                let vc = &mut self.vcpus[v];
-                vc.time.halted_ns += now - vc.state_since;
-                vc.state_since = now;
+                self.account_blocked(v as u32);
             }
             self.vcpus[v].act = Act::Halted(HaltReason::Finished);
         }
     }
 
-    /// Make a blocked vCPU runnable and let the scheduler decide whether it preempts.
-    pub(crate) fn wake(&mut self, v: u32) {
+    /// A blocked vCPU's time since it blocked, or since this was last called, up to now: halted,
+    /// or finished once its VM is done.
+    fn account_blocked(&mut self, v: u32) {
         let now = self.now;
         let since = self.vcpus[v as usize].state_since;
         self.trace_slice(v, "halted", since, now);
         let vc = &mut self.vcpus[v as usize];
-        debug_assert_eq!(vc.host, HostState::Blocked);
         let el = now - vc.state_since;
         if matches!(vc.act, Act::Halted(HaltReason::Finished)) {
             vc.time.finished_ns += el;
         } else {
             vc.time.halted_ns += el;
         }
-        vc.host = HostState::Runnable;
         vc.state_since = now;
+    }
+
+    /// Make a blocked vCPU runnable and let the scheduler decide whether it preempts.
+    pub(crate) fn wake(&mut self, v: u32) {
+        debug_assert_eq!(self.vcpus[v as usize].host, HostState::Blocked);
+        self.account_blocked(v);
+        let vc = &mut self.vcpus[v as usize];
+        vc.host = HostState::Runnable;
         vc.woken = true;
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         self.enqueue_woken(v);

@@ -693,12 +693,13 @@ fn default_cpu_max_period_us() -> u64 {
     100_000
 }
 
+/// Work units per thread between two barriers.
+pub const BARRIER_EVERY: std::ops::RangeInclusive<u32> = 1..=1_000_000_000;
+
 /// `tg_set_cfs_bandwidth`'s bounds: a period of 1 ms to 1 s (`min_cfs_quota_period`,
 /// `max_cfs_quota_period`) and a quota of at least 1 ms; quotas above the host's whole capacity
 /// are allowed, as the kernel allows them, and then never throttle. The upper bound on the quota
 /// is this project's (1,000 s).
-/// Work units per thread between two barriers.
-pub const BARRIER_EVERY: std::ops::RangeInclusive<u32> = 1..=1_000_000_000;
 pub const CPU_MAX_PERIOD_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000;
 pub const CPU_MAX_QUOTA_US: std::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
 

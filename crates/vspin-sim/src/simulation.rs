@@ -62,11 +62,8 @@ pub(crate) struct Costs {
     /// `n × clock_ghz > gap_cycles`, found once so the hot path compares integers; `u64::MAX`
     /// for AMD's pause filter without a threshold, whose count only a VM entry reloads.
     pub ple_gap_ns: u64,
-    /// What a PLE window counts. Under AMD's pause filter (PAUSEs) a memory stall inside the
-    /// loop adds nothing to it; Intel's window is time, and a stall shorter than `ple_gap`
-    /// counts.
+    /// What a PLE window counts (`WindowUnit::counts_stalls`).
     pub ple_unit: WindowUnit,
-    pub stalls_count_toward_window: bool,
     pub tick_ns: u64,
     /// CFS tunables scaled by `1 + ilog2(min(ncpus, 8))` (§7.1).
     pub sched_latency: u64,
@@ -237,7 +234,6 @@ impl Costs {
                 PauseCounter::Intel => WindowUnit::TscCycles(h.clock_ghz),
                 PauseCounter::Amd => WindowUnit::Pauses(pause_ps),
             },
-            stalls_count_toward_window: sc.hypervisor.ple.counter == PauseCounter::Intel,
             tick_ns: 1_000_000_000 / h.hz as u64,
             sched_latency: 6_000_000 * factor,
             min_granularity: 750_000 * factor,
@@ -624,7 +620,7 @@ impl Sim {
     /// Account the time of the segment in progress up to now (its event stays pending).
     pub(crate) fn account(&mut self, v: u32) {
         let now = self.now;
-        let (pause_ps, stalls_count) = (self.costs.pause_ps, self.costs.stalls_count_toward_window);
+        let (pause_ps, stalls_count) = (self.costs.pause_ps, self.costs.ple_unit.counts_stalls());
         if self.timeline.is_some() {
             let vc = &self.vcpus[v as usize];
             if let Some(name) = crate::timeline::segment_name(vc, self.lock_base(vc.vm)) {
@@ -818,7 +814,7 @@ impl Sim {
             }
             Req::Compute(t, kernel) => {
                 let t = self.smt_stretched(v, t);
-                let no_threshold = !self.costs.stalls_count_toward_window && self.costs.ple_gap_ns == u64::MAX;
+                let no_threshold = !self.costs.ple_unit.counts_stalls() && self.costs.ple_gap_ns == u64::MAX;
                 let vc = &mut self.vcpus[v as usize];
                 // Code between two loops starts a new one, unless the counter has no threshold
                 // (AMD under Linux 3.x KVM: only a VM entry reloads it).

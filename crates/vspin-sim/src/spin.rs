@@ -34,7 +34,7 @@ impl Sim {
         let window_left = vc.ple_window_ns.saturating_sub(vc.ple_spun_ns);
         // A short stall counts toward Intel's window (not toward AMD's count of PAUSEs), but the
         // exit comes at a PAUSE, after it.
-        let ple_exit = if vc.stall_in_loop && self.costs.stalls_count_toward_window {
+        let ple_exit = if vc.stall_in_loop && self.costs.ple_unit.counts_stalls() {
             (self.now + window_left).max(start)
         } else {
             start + window_left

@@ -218,6 +218,13 @@ impl WindowUnit {
         }
     }
 
+    /// Whether a memory stall inside the loop counts toward the window: Intel's window is time,
+    /// so a stall shorter than `ple_gap` counts; AMD's is a count of PAUSEs, to which it adds
+    /// nothing.
+    pub(crate) fn counts_stalls(self) -> bool {
+        matches!(self, WindowUnit::TscCycles(_))
+    }
+
     /// A window as TSC cycles of spinning, as the results report every window.
     pub(crate) fn cycles(self, window: u64, clock_ghz: f64) -> u64 {
         match self {
