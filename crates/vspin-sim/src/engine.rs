@@ -1,8 +1,7 @@
-//! The discrete-event core: a radix heap of events keyed by (time, sequence), and seeded RNG
-//! streams.
+//! The discrete-event core: a radix heap of events keyed by time, and seeded RNG streams.
 //!
-//! Ties at equal time are broken by insertion sequence, so a run is a pure function of the
-//! scenario and seed. Cancellation is by generation counter: an entity bumps its generation when
+//! Events due at the same time pop in the order they were pushed, so a run is a pure function of
+//! the scenario and seed. Cancellation is by generation counter: an entity bumps its generation when
 //! its pending event becomes stale, and the stale event is dropped when popped (O(1) cancel).
 
 /// Simulated time in nanoseconds.
@@ -41,24 +40,25 @@ pub enum Event {
     End,
 }
 
-/// A queued event and its key, `(time << 64) | sequence`: one integer comparison orders two.
+/// A queued event and the time it is due.
 #[derive(Clone, Copy)]
 struct Entry {
-    key: u128,
+    at: Time,
     event: Event,
 }
 
 pub struct EventQueue {
-    /// A radix heap (Ahuja, Mehlhorn, Orlin & Tarjan 1990): keys only grow past the last one
-    /// popped (time never goes back and the sequence always grows), so bucket `i` holds the keys
-    /// whose highest bit that differs from `last` is bit `i`. A push is an append; a pop takes
-    /// the smallest key of the lowest non-empty bucket and spreads that bucket's others over
-    /// lower buckets, each key moving down a few times in its life at most.
+    /// A radix heap (Ahuja, Mehlhorn, Orlin & Tarjan 1990): times only grow past the last one
+    /// popped, so bucket `i > 0` holds the events whose highest bit of time that differs from
+    /// `last` is bit `i - 1`, and bucket 0 those due at `last` itself. A push is an append; a pop
+    /// takes the earliest event of the lowest non-empty bucket and spreads that bucket's others
+    /// over lower buckets, each event moving down a few times in its life at most. Every move
+    /// is an append in order, so events due at the same time stay in the order they were
+    /// pushed: ties need no sequence number.
     buckets: Vec<Vec<Entry>>,
     /// Bit `i` set: bucket `i` is not empty.
     occupied: u128,
-    last: u128,
-    seq: u64,
+    last: Time,
     popped: u64,
 }
 
@@ -70,20 +70,18 @@ impl Default for EventQueue {
 
 impl EventQueue {
     pub fn new() -> Self {
-        EventQueue { buckets: (0..128).map(|_| Vec::with_capacity(64)).collect(), occupied: 0, last: 0, seq: 0, popped: 0 }
+        EventQueue { buckets: (0..65).map(|_| Vec::with_capacity(64)).collect(), occupied: 0, last: 0, popped: 0 }
     }
 
-    fn bucket_of(&self, key: u128) -> usize {
-        127 - (key ^ self.last).leading_zeros() as usize
+    fn bucket_of(&self, at: Time) -> usize {
+        64 - (at ^ self.last).leading_zeros() as usize
     }
 
     pub fn push(&mut self, at: Time, ev: Event) {
-        self.seq += 1;
-        let key = (at as u128) << 64 | self.seq as u128;
-        // One compare; a key below `last` would be misfiled, silently reordering the run.
-        assert!(key > self.last, "an event scheduled at {at} ns, before the last one popped");
-        let b = self.bucket_of(key);
-        self.buckets[b].push(Entry { key, event: ev });
+        // One compare; a time before `last` would be misfiled, silently reordering the run.
+        assert!(at >= self.last, "an event scheduled at {at} ns, before the last one popped");
+        let b = self.bucket_of(at);
+        self.buckets[b].push(Entry { at, event: ev });
         self.occupied |= 1 << b;
     }
 
@@ -91,20 +89,31 @@ impl EventQueue {
         if self.occupied == 0 {
             return None;
         }
+        self.popped += 1;
         let b = self.occupied.trailing_zeros() as usize;
+        if b == 0 {
+            // Events due now, in the order pushed (rarely more than one).
+            let Entry { at, event } = self.buckets[0].remove(0);
+            if self.buckets[0].is_empty() {
+                self.occupied &= !1;
+            }
+            return Some((at, event));
+        }
         let mut bucket = std::mem::take(&mut self.buckets[b]);
-        let first = bucket.iter().enumerate().min_by_key(|(_, e)| e.key).map(|(i, _)| i).expect("occupied");
-        let Entry { key, event } = bucket.swap_remove(first);
-        self.last = key;
+        // The first of the earliest: `min_by_key` keeps the first of equal keys.
+        let first = bucket.iter().enumerate().min_by_key(|(_, e)| e.at).map(|(i, _)| i).expect("occupied");
+        let Entry { at, event } = bucket[first];
+        self.last = at;
         self.occupied &= !(1 << b);
-        for e in bucket.drain(..) {
-            let to = self.bucket_of(e.key);
-            self.buckets[to].push(e);
-            self.occupied |= 1 << to;
+        for (i, e) in bucket.drain(..).enumerate() {
+            if i != first {
+                let to = self.bucket_of(e.at);
+                self.buckets[to].push(e);
+                self.occupied |= 1 << to;
+            }
         }
         self.buckets[b] = bucket;
-        self.popped += 1;
-        Some(((key >> 64) as Time, event))
+        Some((at, event))
     }
 
     /// Events processed so far (stale ones included).
