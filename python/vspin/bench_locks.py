@@ -8,7 +8,6 @@ threads than cores); this module validates the options, shapes the report and dr
 from __future__ import annotations
 
 import json
-import math
 
 from vspin import _core
 from vspin.cgroup import CgroupError, cpu_quota
@@ -32,6 +31,11 @@ def lock_names() -> list[str]:
 #: far from any spinlock's use.
 MAX_LOOP_NS = 1_000_000_000
 
+#: The core's limits (`vspin-bench`'s `MAX_THREADS`, `MAX_SECONDS`): more threads than any
+#: oversubscription the benchmark is for, and an hour per window, so a mistyped 1e9 is refused.
+MAX_THREADS = 4096
+MAX_SECONDS = 3600.0
+
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
@@ -45,12 +49,12 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
     it under ``machine.cpu_max`` and the group's throttling under ``cgroup``.
     """
     allowed = lock_names()
-    if threads is not None and (not threads or min(threads) < 1):
-        raise BenchConfigError(f"--threads: every count must be at least 1, got {threads}")
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise BenchConfigError(f"--seconds: must be a positive number, got {seconds}")
-    if not (warmup_s >= 0 and math.isfinite(warmup_s)):
-        raise BenchConfigError(f"--warmup: must be a number >= 0, got {warmup_s}")
+    if threads is not None and (not threads or not all(1 <= t <= MAX_THREADS for t in threads)):
+        raise BenchConfigError(f"--threads: every count must be 1..={MAX_THREADS}, got {threads}")
+    if not 0 < seconds <= MAX_SECONDS:
+        raise BenchConfigError(f"--seconds: must be a number in (0, {MAX_SECONDS:g}], got {seconds}")
+    if not 0 <= warmup_s <= MAX_SECONDS:
+        raise BenchConfigError(f"--warmup: must be a number in [0, {MAX_SECONDS:g}], got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
         if not 0 <= value <= MAX_LOOP_NS:
             raise BenchConfigError(f"{name}: {value} is out of range; allowed 0..={MAX_LOOP_NS} (ns of busy loop)")

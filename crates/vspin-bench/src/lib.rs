@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vspin_locks::mutex::*;
 
@@ -152,6 +152,14 @@ pub struct Config {
     pub pin: String,
 }
 
+/// The most threads one point may run: 128 per core of a large server, far past any
+/// oversubscription the benchmark is for, and few enough that every OS spawns them.
+pub const MAX_THREADS: usize = 4096;
+
+/// The longest a window or warm-up may last: an hour, so that a mistyped `1e9` is refused, not
+/// run for decades.
+pub const MAX_SECONDS: f64 = 3600.0;
+
 /// The values of [`Config::pin`].
 pub const PINS: [&str; 2] = ["none", "round-robin"];
 
@@ -177,14 +185,14 @@ impl Default for Config {
 impl Config {
     /// Reject what cannot be run, naming the field and what it allows.
     pub fn validate(&self) -> Result<(), String> {
-        if self.threads.is_empty() || self.threads.contains(&0) {
-            return Err(format!("threads: every count must be at least 1, got {:?}", self.threads));
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > MAX_THREADS) {
+            return Err(format!("threads: every count must be 1..={MAX_THREADS}, got {:?}", self.threads));
         }
-        if !(self.seconds > 0.0 && self.seconds.is_finite()) {
-            return Err(format!("seconds: must be a positive number, got {}", self.seconds));
+        if !(self.seconds > 0.0 && self.seconds <= MAX_SECONDS) {
+            return Err(format!("seconds: must be a number in (0, {MAX_SECONDS}], got {}", self.seconds));
         }
-        if !(self.warmup_s >= 0.0 && self.warmup_s.is_finite()) {
-            return Err(format!("warmup_s: must be a number >= 0, got {}", self.warmup_s));
+        if !(self.warmup_s >= 0.0 && self.warmup_s <= MAX_SECONDS) {
+            return Err(format!("warmup_s: must be a number in [0, {MAX_SECONDS}], got {}", self.warmup_s));
         }
         if self.sample_every == 0 {
             return Err("sample_every: must be at least 1".into());
@@ -375,53 +383,68 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Resu
     struct Count(AtomicU64);
     let lock = Arc::new(L::new());
     let stop = Arc::new(AtomicBool::new(false));
-    let recording = Arc::new(AtomicBool::new(config.warmup_s == 0.0));
+    // `lock()` latencies are sampled only inside the measured window, as the counts are.
+    let recording = Arc::new(AtomicBool::new(false));
     let counts: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count(AtomicU64::new(0))).collect());
-    let start = Arc::new(Barrier::new(threads + 1));
+    let gate = Arc::new(Gate::default());
     let (cs, think) = (work.iterations(config.cs_ns).max(1), work.iterations(config.think_ns));
     let every = config.sample_every;
     let cpus = if config.pin == "round-robin" { placement::allowed_cpus()? } else { Vec::new() };
-    let workers: Vec<_> = (0..threads)
-        .map(|i| {
-            let (lock, stop, recording, counts, start) =
-                (lock.clone(), stop.clone(), recording.clone(), counts.clone(), start.clone());
-            let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
-            std::thread::spawn(move || {
-                // Every thread reaches the barrier, pinned or not, so a failure cannot hang the run.
-                let pinned = cpu.map_or(Ok(()), placement::pin_to);
-                let mut histogram = Histogram::default();
-                let mut local = 0u64;
-                let mut n = 0u64;
-                start.wait();
-                pinned?;
-                while !stop.load(Ordering::Relaxed) {
-                    let t0 = (n % every == 0 && recording.load(Ordering::Relaxed)).then(Instant::now);
-                    lock.with(|counter| {
-                        if let Some(t0) = t0 {
-                            histogram.record(t0.elapsed());
-                        }
-                        spin(counter, cs);
-                    });
-                    n += 1;
-                    counts[i].0.store(n, Ordering::Relaxed);
-                    spin(&mut local, think);
+    let mut workers = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (lock, stop, recording, counts, opened) =
+            (lock.clone(), stop.clone(), recording.clone(), counts.clone(), gate.clone());
+        let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
+        let spawned = std::thread::Builder::new().spawn(move || {
+            // Every thread passes the gate, pinned or not, so a failure cannot hang the run.
+            let pinned = cpu.map_or(Ok(()), placement::pin_to);
+            let mut histogram = Histogram::default();
+            let mut local = 0u64;
+            let mut n = 0u64;
+            if !opened.wait() {
+                return Ok(histogram);
+            }
+            pinned?;
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = (n % every == 0 && recording.load(Ordering::Relaxed)).then(Instant::now);
+                lock.with(|counter| {
+                    if let Some(t0) = t0 {
+                        histogram.record(t0.elapsed());
+                    }
+                    spin(counter, cs);
+                });
+                n += 1;
+                counts[i].0.store(n, Ordering::Relaxed);
+                spin(&mut local, think);
+            }
+            Ok::<_, String>(histogram)
+        });
+        match spawned {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                // The OS refused a thread (a process or memory limit): release those already
+                // waiting, and say so.
+                gate.open(false);
+                for w in workers {
+                    let _ = w.join();
                 }
-                Ok::<_, String>(histogram)
-            })
-        })
-        .collect();
+                return Err(format!("threads: the OS would not start thread {} of {threads}: {e}", i + 1));
+            }
+        }
+    }
     let snapshot = || counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect::<Vec<u64>>();
-    start.wait();
+    gate.open(true);
     if config.warmup_s > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(config.warmup_s));
-        recording.store(true, Ordering::Relaxed);
     }
     // The window starts when this thread runs again, which with more threads than cores may be
     // milliseconds after the workers started: counting from their start (as this benchmark once
     // did) credited a FIFO lock's full-speed start to a window that had not begun.
+    recording.store(true, Ordering::Relaxed);
     let (t, before) = (Instant::now(), snapshot());
     std::thread::sleep(Duration::from_secs_f64(config.seconds));
     let (after, elapsed) = (snapshot(), t.elapsed().as_secs_f64());
+    recording.store(false, Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     let mut histogram = Histogram::default();
     for w in workers {
@@ -431,6 +454,27 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Resu
     let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
     let ops = counts.iter().sum::<u64>() as f64 / elapsed;
     Ok((ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99)))
+}
+
+/// Where the workers wait until all are spawned: then the gate opens, to run or (when the OS
+/// refused one of them) to go home.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<Option<bool>>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self, run: bool) {
+        *self.state.lock().expect("gate") = Some(run);
+        self.opened.notify_all();
+    }
+
+    /// Wait for the gate to open; whether to run.
+    fn wait(&self) -> bool {
+        let state = self.opened.wait_while(self.state.lock().expect("gate"), |s| s.is_none()).expect("gate");
+        state.expect("opened")
+    }
 }
 
 /// Log-linear histogram of nanoseconds: exact below 16, then 16 buckets per power of two.
@@ -496,6 +540,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_gate_opened_to_go_home_sends_its_waiters_home() {
+        for run in [true, false] {
+            let gate = Arc::new(Gate::default());
+            let waiters: Vec<_> = (0..3).map(|_| { let g = gate.clone(); std::thread::spawn(move || g.wait()) }).collect();
+            gate.open(run);
+            assert!(waiters.into_iter().all(|w| w.join().unwrap() == run));
+        }
+    }
+
+    #[test]
     fn histogram_buckets_are_within_a_sixteenth() {
         for ns in [0, 1, 15, 16, 17, 31, 32, 33, 1000, 123_456_789, u64::MAX] {
             let floor = Histogram::floor(Histogram::index(ns));
@@ -522,6 +576,9 @@ mod tests {
         assert!(bad(r#"{"threads": [0]}"#).starts_with("threads"));
         assert!(bad(r#"{"seconds": -1}"#).starts_with("seconds"));
         assert!(bad(r#"{"warmup_s": -0.5}"#).starts_with("warmup_s"));
+        assert!(bad(r#"{"threads": [2, 100000]}"#).starts_with("threads: every count must be 1..=4096"));
+        assert!(bad(r#"{"seconds": 1e9}"#).starts_with("seconds: must be a number in (0, 3600]"));
+        assert!(bad(r#"{"warmup_s": 1e9}"#).starts_with("warmup_s"));
         assert!(bad(r#"{"thread": [1]}"#).contains("unknown field `thread`"));
         assert_eq!(bad(r#"{"pin": "1:1"}"#), "pin: unknown placement \"1:1\"; allowed: none, round-robin");
     }
