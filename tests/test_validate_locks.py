@@ -249,6 +249,13 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     assert main(["validate-locks", "--measured", str(tmp_path / "partial.json"), "--json", out]) == 2
     err = capsys.readouterr().err
     assert "config lacks cs_ns" in err and "Traceback" not in err
+    for key, value, message in (("cs_ns", "a", "config.cs_ns 'a' is not a number >= 0"),
+                                ("seconds", 0, "config.seconds 0 is not a positive number"),
+                                ("threads", [2, 0], "config.threads [2, 0] is not a non-empty list of positive integers")):
+        (tmp_path / "typed.json").write_text(json.dumps({**stored, "config": {**stored["config"], key: value}}))
+        assert main(["validate-locks", "--measured", str(tmp_path / "typed.json"), "--json", out]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
     (tmp_path / "empty.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "measured_runs": []}]}))
     assert main(["validate-locks", "--measured", str(tmp_path / "empty.json"), "--json", out]) == 2
     assert "measured_runs" in capsys.readouterr().err

@@ -451,6 +451,17 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     if missing:
         raise ValidationError(f"--measured: config lacks {', '.join(missing)}; a validate-locks report has "
                               f"{', '.join(REPORT_CONFIG_KEYS)}")
+    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
+    for key in ("seconds", "host_hz"):
+        if not number(config[key]) or not config[key] > 0:
+            raise ValidationError(f"--measured: config.{key} {config[key]!r} is not a positive number")
+    for key in ("warmup_s", "cs_ns", "think_ns"):
+        if not number(config[key]) or not config[key] >= 0:
+            raise ValidationError(f"--measured: config.{key} {config[key]!r} is not a number >= 0")
+    threads = config["threads"]
+    if not isinstance(threads, list) or not threads or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):
+        raise ValidationError(f"--measured: config.threads {threads!r} is not a non-empty list of positive integers")
     if not isinstance(cores, int) or cores < 1:
         raise ValidationError(f"--measured: machine.cores {cores!r} is not a positive integer")
     for r in rows:
