@@ -185,6 +185,25 @@ def test_settings_accept_the_bracket_notation_of_the_errors(small):
     assert vspin.load_scenario(small, {"vm[1].vcpus": 1})["vm"][1]["vcpus"] == 1
 
 
+def test_a_vm_whose_name_holds_a_dot_is_named_in_brackets(small):
+    data = vspin.load_scenario(small, {"vm.1.name": "db.prod"})
+    assert vspin.load_scenario(data, {"vm[db.prod].lock": "tas"})["vm"][1]["lock"] == "tas"
+    with pytest.raises(vspin.ScenarioError, match=r"vm\.db does not exist.*a name: a, \[db\.prod\]"):
+        vspin.load_scenario(data, {"vm.db.prod.lock": "tas"})
+
+
+@pytest.mark.parametrize("path", ["vm..lock", "vm[db.lock", "vm.]0.lock", ".seed", "vm[].lock"])
+def test_a_setting_path_that_is_not_one_is_refused(small, path):
+    with pytest.raises(vspin.ScenarioError, match="not a path; expected keys joined by dots"):
+        vspin.load_scenario(small, {path: 1})
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**23])
+def test_a_whole_number_beyond_64_bits_is_named_not_read_as_a_float(small, value):
+    with pytest.raises(vspin.ScenarioError, match=rf"seed: {value} is out of range.*a seed is 0..=18446744073709551615"):
+        vspin.run(small, seed=value)
+
+
 def test_a_timeline_window_is_checked(small):
     with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
         vspin.run(small, timeline="0:5")

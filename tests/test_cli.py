@@ -228,6 +228,8 @@ def test_run_over_seeds_summarises_each_vm_and_flags_disagreeing_seeds(small, tm
     (["--seeds", "3..1"], "at least two"),
     (["--seeds", "1,x"], "allowed LOW..HIGH"),
     (["--seeds", "1,1"], "each once"),
+    (["--seeds", "1..100000000000"], "100,000,000,000 seeds; at most 10,000"),
+    (["--seeds", f"1,{2**64}"], "at most 18446744073709551615"),
     (["--seeds", "1..3", "--json"], "--json belongs to one run (every metric of every seed: vspin sweep FILE --grid seed=1..3"),
     (["--seeds", "1..3", "--seed", "2"], "--seed belongs to one run"),
 ])

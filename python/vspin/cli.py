@@ -99,7 +99,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = run(args.scenario, _settings(args), timeline=window, seed=args.seed, duration_ms=args.duration_ms)
     if args.timeline:
         _write_text(args.timeline, result.timeline)
-        print(f"timeline of {window[0]:g}..{window[1]:g} ms: {args.timeline} (open in https://ui.perfetto.dev)",
+        # A window past the run's end covers it up to its end: say what the file holds.
+        end = min(window[1], result.raw["simulated_ms"])
+        print(f"timeline of {window[0]:g}..{end:g} ms: {args.timeline} (open in https://ui.perfetto.dev)",
               file=sys.stderr)
     text = result.to_json() if args.json else result.summary()
     if args.out:
@@ -140,19 +142,24 @@ def _run_over_seeds(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Seeds are unsigned 64-bit integers in the core.
+MAX_SEED = 2**64 - 1
+
+
 def _seed_list(text: str) -> list[int]:
     """`--seeds`: `LOW..HIGH` (inclusive) or a comma-separated list of seeds."""
     allowed = "allowed LOW..HIGH (e.g. 1..5) or a list (e.g. 1,4,9) of whole numbers 0 or more, at least two"
     low, sep, high = text.partition("..")
     try:
-        seeds = list(range(int(low), int(high) + 1)) if sep else [int(s) for s in text.split(",")]
+        # A range is counted before it is built: `1..100000000000` must not fill the memory.
+        seeds = range(int(low), int(high) + 1) if sep else [int(s) for s in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: {allowed}") from None
-    if len(seeds) < 2 or min(seeds) < 0 or len(set(seeds)) < len(seeds):
-        raise argparse.ArgumentTypeError(f"{text!r}: {allowed}, each once")
     if len(seeds) > 10_000:
         raise argparse.ArgumentTypeError(f"{text!r}: {len(seeds):,} seeds; at most 10,000")
-    return seeds
+    if len(seeds) < 2 or min(seeds) < 0 or max(seeds) > MAX_SEED or len(set(seeds)) < len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: {allowed} and at most {MAX_SEED}, each once")
+    return list(seeds)
 
 
 def _seed_text(seeds: list[int]) -> str:

@@ -101,13 +101,18 @@ def _read_scenario_file(path: Path) -> str:
 
 def _check_values(value: Any, where: str) -> None:
     """Reject what JSON cannot carry to the core, naming where it is: TOML dates and times, NaN
-    and infinities, and any Python object that is not a table, list, string, number or bool."""
+    and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list, string, number or bool."""
     if isinstance(value, dict):
         for key, item in value.items():
             _check_values(item, f"{where}.{key}" if where else str(key))
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _check_values(item, f"{where}[{i}]")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        # JSON would carry a larger one to the core as a float, and its error would name a float.
+        if not -(2**63) <= value <= 2**64 - 1:
+            raise ScenarioError(f"{where}: {value} is out of range; no field takes a whole number outside "
+                                f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ScenarioError(f"{where}: {value} is not allowed; must be a finite number")
@@ -144,7 +149,11 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
     # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`. A list entry is named
     # by its index, by `*` (every entry), or by its `name` (`vm.db.lock`); an index comes first,
     # so a VM named "1" is reached as `vm.1` only if it is the second.
-    keys = re.sub(r"\[([^][.]+)\]", r".\1", path).split(".")
+    # A name in brackets may hold dots (`vm[db.prod].lock`); elsewhere a dot separates keys.
+    if not re.fullmatch(r"(?:[^.[\]]+|\[[^][]+\])(?:\.[^.[\]]+|\[[^][]+\])*", path):
+        raise ScenarioError(f"setting {path!r}: not a path; expected keys joined by dots, with a list entry "
+                            "named by its index, * or its name (vm.0.lock, vm.*.lock, vm.db.lock, vm[db.prod].lock)")
+    keys = [bracketed or plain for bracketed, plain in re.findall(r"\[([^][]+)\]|([^.[\]]+)", path)]
     targets = [node]
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1
@@ -160,7 +169,8 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
                 elif key in names:
                     items = [i for i, e in enumerate(t) if isinstance(e, dict) and e.get("name") == key]
                 else:
-                    by_name = f", or a name: {', '.join(names)}" if names else ""
+                    shown = [f"[{n}]" if "." in n else n for n in names]  # a dotted name only in brackets
+                    by_name = f", or a name: {', '.join(shown)}" if names else ""
                     raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries "
                                         f"(use 0..{len(t) - 1} or *{by_name})")
                 for i in items:

@@ -881,6 +881,9 @@ impl Scenario {
 
     /// Semantic checks, each naming the field and the allowed values.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.name.trim().is_empty() {
+            return Err(err("name", "must be non-empty (not only spaces); it names the run in summaries and stores"));
+        }
         positive("duration_ms", self.duration_ms)?;
         if self.duration_ms < 1e-6 {
             return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", self.duration_ms)));
@@ -922,13 +925,18 @@ impl Scenario {
             }
             prev_residency = s.residency_ns;
         }
-        if let Some(b) = &h.background {
-            time("host.background.interval_us", b.interval_us, 1e3, positive)?;
-            time("host.background.burst_us", b.burst_us, 1e3, positive)?;
-        }
-        if let Some(i) = &h.interruptions {
-            time("host.interruptions.interval_us", i.interval_us, 1e3, positive)?;
-            time("host.interruptions.burst_us", i.burst_us, 1e3, positive)?;
+        let bursts = [("background", h.background.as_ref().map(|b| (b.interval_us, b.burst_us))),
+                      ("interruptions", h.interruptions.as_ref().map(|i| (i.interval_us, i.burst_us)))];
+        for (table, given) in bursts {
+            if let Some((interval_us, burst_us)) = given {
+                let at = |f: &str| format!("host.{table}.{f}");
+                time(&at("interval_us"), interval_us, 1e3, positive)?;
+                if interval_us < MIN_BURST_INTERVAL_US {
+                    let msg = format!("{interval_us} is out of range; allowed at least {MIN_BURST_INTERVAL_US} (µs; a pCPU interrupted more often than once a microsecond does nothing else)");
+                    return Err(err(at("interval_us"), msg));
+                }
+                time(&at("burst_us"), burst_us, 1e3, positive)?;
+            }
         }
         if !TICK_HZ.contains(&h.hz) {
             return Err(err("host.hz", format!("{} is out of range; allowed {TICK_HZ:?}", h.hz)));
@@ -1411,6 +1419,11 @@ const LOCKS: RangeInclusive<u32> = 1..=1 << 16;
 const JITTER: RangeInclusive<f64> = 0.0..=0.5;
 /// `t` of the preemptable ticket locks, in PAUSEs.
 const TIMEOUT_UNIT_PAUSES: RangeInclusive<u64> = 1..=1 << 30;
+/// The shortest mean interval between two host bursts on a pCPU (`host.background`,
+/// `host.interruptions`), µs: a host thread or interrupt needs about a microsecond to enter and
+/// leave, so a pCPU interrupted more often would do nothing else, and a run would spend its events
+/// there (0.01 µs made a 200 ms run take 318 M events).
+const MIN_BURST_INTERVAL_US: f64 = 1.0;
 /// The host's and a guest's timer tick (`CONFIG_HZ`).
 const TICK_HZ: RangeInclusive<u32> = 10..=10_000;
 /// Xen's bounds on `sched_credit_tslice_ms` and `sched_ratelimit_us` (`XEN_SYSCTL_CSCHED_TSLICE_*`,
@@ -1463,7 +1476,8 @@ fn required_field(path: &str) -> Option<String> {
         "workload" => format!("a table naming a preset, e.g. {{ preset = \"kernbench\" }}; presets: {}", one_of(Preset::NAMES)),
         "preset" => one_of(Preset::NAMES),
         "quota_us" => format!("µs of CPU time per period, allowed {CPU_MAX_QUOTA_US:?}"),
-        "interval_us" | "burst_us" => "a time in µs, above 0".to_string(),
+        "interval_us" => format!("a time in µs, at least {MIN_BURST_INTERVAL_US}"),
+        "burst_us" => "a time in µs, above 0".to_string(),
         "exit_ns" | "residency_ns" => "a time in ns, 0 or more".to_string(),
         _ => format!("allowed {}", whole_number_range(path)?),
     })
