@@ -54,6 +54,24 @@
 //! starts). The balancers count runnable threads only, and never migrate a delayed one: v6.18's
 //! `can_migrate_task` does when it balances load between overloaded groups (`migrate_load`),
 //! and a delayed thread keeps its weight in the run queue's load; neither is modelled.
+//!
+//! Two choices of the model that a reader of short or cgroup-heavy hosts should know (found by a
+//! review against v6.8 and v6.18 `fair.c`, 2026-11-27):
+//! - **One flat run queue per pCPU.** Every vCPU thread is an entity of it, as on a host without
+//!   a cpu-controller cgroup per VM or per vCPU. libvirt gives each VM, and each vCPU thread, a
+//!   cgroup of its own; there `yield_task_fair` moves only the vCPU's entity in its own group's
+//!   queue, where it is alone, so neither v6.8's deadline push nor v6.18's forfeit reaches the
+//!   group entities that compete, and CPU shares are per VM, not per vCPU. On such a host the
+//!   runaway above does not happen and a directed yield does little but set the buddy.
+//! - **Start positions.** Each thread starts at a random vruntime within CFS's period
+//!   (`sched_latency`: 24 ms on 8 or more CPUs), so that VMs do not start in lock step. Under
+//!   EEVDF that is a lag of up to ±12 ms, twice the clamp of ±max(2 × slice, tick) a placed
+//!   thread can have. The excess decays as the threads run (the one with most lag is picked
+//!   first until `V` passes it); how fast was not measured, so read runs of tens of
+//!   milliseconds with it in mind.
+//!
+//! v6.8's yield (`"eevdf"`) is also that of 6.6 to 6.12 kernels without 79104becf42b, which was
+//! backported to some stable branches (a downstream change cites 6.12.63; not checked here).
 use crate::scenario::SchedulerKind;
 use crate::simulation::Sim;
 
