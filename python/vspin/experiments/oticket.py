@@ -106,14 +106,19 @@ class OTicket(Experiment):
         figures.append(Figure(
             id="fig2", title="LKC on the 80-core host", metric="throughput", x_label="vCPUs", y_label="work units/s",
             series=curve("80-core", MAIN, "lkc", xs), paper=[], note=note +
-            " Paper: PVM collapses between 30 and 40 vCPUs; OTICKET scales to 80 and does not collapse like PVM."))
+            " Paper: PVM starts suffering after 30 vCPUs and has collapsed completely at 40; OTICKET scales to 80 "
+            "and does not collapse like PVM."))
         peak_n = max(xs, key=lambda n: lkc["PVM"][n])
         drop = lkc["PVM"][hi] / lkc["PVM"][peak_n]
         checks.append(Check("fig2.pvm_collapses", "fig2", drop < 0.7 and peak_n < hi,
                             f"PVM peaks at {peak_n} vCPUs ({lkc['PVM'][peak_n]:.0f}/s) and falls to {drop:.2f}× of "
                             f"that at {hi} (claim: collapse; paper: between 30 and 40 vCPUs)"))
-        checks.append(Check("fig2.pvm_collapse_point_30_to_40", "fig2", 30 <= peak_n <= 40,
-                            f"PVM's peak is at {peak_n} vCPUs (paper: collapse between 30 and 40)"))
+        # "starts suffering after 30 vCPUs and its performance completely collapses at 40 vCPUs".
+        at_40 = lkc["PVM"][40] / lkc["PVM"][peak_n]
+        checks.append(Check("fig2.pvm_collapse_point_30_to_40", "fig2", peak_n < 40 and at_40 < 0.7,
+                            f"PVM peaks at {peak_n} vCPUs and runs at {at_40:.2f}× of that at 40 (claim: suffers "
+                            "after 30, completely collapsed at 40; accepted: the peak below 40 and under 0.7× of it "
+                            "at 40, the drop fig2.pvm_collapses asks for)"))
         past = [n for n in xs if n >= 40]
         ahead = all(lkc["OTICKET"][n] >= 0.95 * lkc["PVM"][n] for n in past)
         checks.append(Check("fig2.oticket_at_least_pvm_past_collapse", "fig2",
@@ -138,8 +143,14 @@ class OTicket(Experiment):
         checks.append(Check("fig4.pvm_halts_soar", "fig4", soar >= 2,
                             f"PVM halts/s {pvm_h[low]:.0f} at {low} → {pvm_h[mid]:.0f} at {mid}: {soar:.1f}× faster "
                             f"than the vCPU count (claim: soar; accepted ≥ 2×)"))
-        checks.append(Check("fig4.oticket_halts_flat", "fig4", ot_h[mid] <= 0.5 * pvm_h[mid],
-                            f"at {mid} vCPUs OTICKET {ot_h[mid]:.0f}/s vs PVM {pvm_h[mid]:.0f}/s (claim: far fewer)"))
+        # "the number of halt-exits of the PVM starts soaring after 30 vCPUs, but remains almost
+        # constant for OTICKET": fewer than PVM's, and growing no faster than the vCPU count.
+        ot_growth = ot_h[mid] / max(ot_h[low], 1e-9)
+        checks.append(Check("fig4.oticket_halts_flat", "fig4",
+                            ot_h[mid] <= 0.5 * pvm_h[mid] and ot_growth <= mid / low,
+                            f"OTICKET {ot_h[low]:.0f}/s at {low} → {ot_h[mid]:.0f}/s at {mid} vCPUs ({ot_growth:.1f}×), "
+                            f"PVM {pvm_h[mid]:.0f}/s at {mid} (claim: almost constant while PVM's soar; accepted: at "
+                            f"most half of PVM's at {mid} and growing no faster than the vCPUs, {mid / low:.0f}×)"))
 
         halves = ("OTICKET", "opportunistic spinning", "opportunistic wakeup")
         figures.append(Figure(
@@ -172,8 +183,9 @@ class OTicket(Experiment):
             id="fig8", title="halt exits per 1000 work units (EXIM)", metric="halt exits / 1000 units",
             x_label="vCPUs", y_label="halt exits per 1000 units",
             series=[Series(c, list(xs), [per_unit(c, "exim", n) for n in xs]) for c in ("PVM", "OTICKET")],
-            paper=[Series("PVM", [20, 70], [0.5, 72]), Series("OTICKET", [70], [7])], note=note +
-            " Paper (per message): PVM 0.5 at 20 cores → 72 at 70; OTICKET 7 at 70 (10× fewer)."))
+            paper=[], note=note +
+            " Paper, per message (a unit it does not relate to ours, so not drawn on this axis): PVM 0.5 at 20 "
+            "cores → 72 at 70; OTICKET 7 at 70 (10× fewer). The checks compare the ratios."))
         pe = {n: per_unit("PVM", "exim", n) or 0 for n in xs}
         oe = {n: per_unit("OTICKET", "exim", n) or 0 for n in xs}
         checks.append(Check("fig8.exim_pvm_halts_grow", "fig8", pe[mid] >= 5 * max(pe[low], 1e-9),
