@@ -141,16 +141,16 @@ class Apples(Experiment):
         figures.append(Figure(
             id="fig6", title="ebizzy, two VMs: APLE, HVS and both against stock KVM", metric="speedup",
             x_label="configuration", y_label="performance ÷ stock KVM",
-            series=[Series("ours", names, [perf[c] for c in names])],
-            paper=[Series("paper", list(PAPER_FIG6), list(PAPER_FIG6.values()))], kind="bar",
+            series=[Series("ebizzy", names, [perf[c] for c in names])],
+            paper=[Series("ebizzy", list(PAPER_FIG6), list(PAPER_FIG6.values()))], kind="bar",
             note=note + " Mean window an exit reached (cycles): " + ", ".join(f"{c} {windows[c]:,.0f}" for c in windows)
             + ". The seed's Fig. 6 has no PLE-off bar."))
         ineff_rel = {c: ineff[c] / ineff["stock KVM"] for c in ineff}
         figures.append(Figure(
             id="fig6.inefficiency", title="ebizzy, two VMs: mean inefficiency of the PLE epochs", metric="inefficiency",
             x_label="configuration", y_label="inefficiency ÷ stock KVM's",
-            series=[Series("ours", list(ineff_rel), list(ineff_rel.values()))],
-            paper=[Series("paper", list(PAPER_FIG6_INEFFICIENCY), list(PAPER_FIG6_INEFFICIENCY.values()))], kind="bar",
+            series=[Series("ebizzy", list(ineff_rel), list(ineff_rel.values()))],
+            paper=[Series("ebizzy", list(PAPER_FIG6_INEFFICIENCY), list(PAPER_FIG6_INEFFICIENCY.values()))], kind="bar",
             note=note + " Absolute mean inefficiency: " + ", ".join(f"{c} {v:.3f}" for c, v in ineff.items())
             + ". Each epoch is 1,000 of a VM's PLE exits; the mean is over epochs, as the seed's."))
         checks += [
@@ -179,8 +179,8 @@ class Apples(Experiment):
         figures.append(Figure(
             id="fig11-12", title="ebizzy, two VMs: the window PLE exits reach, stock KVM and APLE", metric="window",
             x_label="configuration", y_label="mean window at a PLE exit (cycles)",
-            series=[Series("ours", list(pair), [windows[c] for c in pair])],
-            paper=[Series("paper (level read from the text)", list(pair), [4200, 12000])], kind="bar",
+            series=[Series("ebizzy", list(pair), [windows[c] for c in pair])],
+            paper=[Series("ebizzy", list(pair), [4200, 12000])], kind="bar",
             note=note + " Epochs of 1,000 exits per simulated second and VM: " + ", ".join(
                 f"{c} {epochs[c]:,.0f}" for c in pair) + ". The seed: stock KVM hovers around 4,200 cycles and APLE "
             "around 12,000; over one ebizzy run APLE fills about 900 epochs where stock KVM fills 1,600."))
@@ -278,11 +278,12 @@ class Apples(Experiment):
             id="fig10", title="ebizzy, two VMs: one fixed window for every vCPU", metric="speedup",
             x_label="PLE window (cycles)", y_label="performance ÷ stock KVM",
             series=[Series("fixed window", labels, fixed_perf), Series("APLE (adaptive)", labels, flat(perf["APLE"]))],
-            paper=[Series("paper (Fig. 1): best fixed window", ["16384"], [1.13]),
-                   Series("paper (Fig. 6): APLE", labels, flat(PAPER_FIG6["APLE"]))],
+            paper=[Series("fixed window", ["16384"], [1.13]),
+                   Series("APLE (adaptive)", labels, flat(PAPER_FIG6["APLE"]))],
             note=note + " Mean inefficiency at each window: " + ", ".join(
                 f"{w} {i:.3f}" for w, i in zip(FIXED_WINDOWS, fixed_ineff))
-            + f"; stock KVM {ineff['stock KVM']:.3f}, APLE {ineff['APLE']:.3f}. The seed: 0.88-1.13 (Fig. 1), best at 16384, "
+            + f"; stock KVM {ineff['stock KVM']:.3f}, APLE {ineff['APLE']:.3f}. The paper's points: Fig. 1's best fixed "
+              "window and Fig. 6's APLE. The seed: 0.88-1.13 (Fig. 1), best at 16384, "
               "inefficiency U-shaped with its minimum there (Fig. 10)."))
         best = max(range(len(FIXED_WINDOWS)), key=lambda i: fixed_perf[i])
         least = min(range(len(FIXED_WINDOWS)), key=lambda i: fixed_ineff[i])
@@ -375,7 +376,7 @@ class Apples(Experiment):
                 x_label="vCPU selection", y_label="performance ÷ stock KVM",
                 series=[Series(b, list(VARIANTS), [per_bench[b][n] for n in VARIANTS]) for b in BENCHMARKS]
                 + [Series("mean", list(VARIANTS), [var[label][n] for n in VARIANTS])],
-                paper=[Series("paper (mean of benchmarks)", list(VARIANTS), [PAPER_VARIANTS[label][n] for n in VARIANTS])],
+                paper=[Series("mean", list(VARIANTS), [PAPER_VARIANTS[label][n] for n in VARIANTS])],
                 kind="bar", note=note + " CPTH-R: resource-waiters oldest first; CPTH-L: lock-waiters newest first; "
                 "CCH: lock-waiters before resource-waiters. The seed's means are over its benchmarks (PARSEC, "
                 "SPLASH-2x, dbench, hackbench, kernbench, ebizzy); ours over these four."))
@@ -403,7 +404,7 @@ class Apples(Experiment):
         figures.append(Figure(
             id="fig5", title="Two VMs: PLE off, stock KVM and APPLES", metric="speedup", x_label="benchmark",
             y_label="performance ÷ stock KVM", series=[Series(c, list(BENCHMARKS), fig5[c]) for c in shown],
-            paper=[Series("paper: APPLES, ebizzy", ["ebizzy"], [PAPER_FIG6["APPLES"]])], kind="bar",
+            paper=[Series("APPLES", ["ebizzy"], [PAPER_FIG6["APPLES"]])], kind="bar",
             note=note + " Mean inefficiency at a fixed 512-cycle window (the seed's test of a spinlock-intensive "
             "benchmark: above 5%): " + ", ".join(f"{b} {100 * at_512[b]:.1f}%" for b in BENCHMARKS) + ". The seed's "
             "Fig. 5 covers PARSEC, SPLASH-2x, dbench, hackbench, kernbench and ebizzy, and gives numbers in its text "

@@ -87,7 +87,7 @@ def _bars(ax, curves: list[tuple[Series, bool, str]]) -> None:
 
 def plot(figure: Figure, path: Path) -> None:
     """Draw ``figure`` into the PNG file ``path``."""
-    canvas = Canvas(figsize=(7, 4.5), dpi=100, layout="constrained")
+    canvas = Canvas(figsize=(8.5, 4.5), dpi=100, layout="constrained")
     ax = canvas.add_subplot()
     curves = _curves(figure)
     (_bars if figure.kind == "bar" else _lines)(ax, curves)
@@ -97,5 +97,6 @@ def plot(figure: Figure, path: Path) -> None:
     ax.set_yscale(figure.y_scale)
     ax.grid(alpha=0.3)
     if curves:
-        ax.legend(fontsize="small")
+        # Beside the axes, not on them: bars and curves stay visible whatever their heights.
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     canvas.savefig(path, format="png")
