@@ -191,13 +191,20 @@ class PTicket(Experiment):
         averages, errors = [], []
         for a, b in RATIOS:
             samples = {(p, lock): throughputs(p, 2, lock) for p in speedups for lock in (a, b)}
-            average, lo, hi = bootstrap_interval(samples, lambda s, a=a, b=b: statistics.mean(
+            # A geometric mean, as the slides' must be: 5.32× is no arithmetic mean of 4.82×, 11.68× and
+            # any positive ebizzy ratio, and a geometric one is with ebizzy at 2.7× (7.91×: 3.6×;
+            # 1.08×: 1.10×).
+            average, lo, hi = bootstrap_interval(samples, lambda s, a=a, b=b: statistics.geometric_mean(
                 statistics.mean(s[(p, a)]) / statistics.mean(s[(p, b)]) for p in speedups))
             averages.append(average)
             errors.append([average - lo, hi - average])
         figures.append(Figure(
             id="summary", title="average speedups at x2 (hackbench, ebizzy, dvdstore)", metric="throughput ratio",
-            x_label="locks compared", y_label="speedup (×)", kind="bar", note=note_ci,
+            x_label="locks compared", y_label="speedup (×)", kind="bar", note=note_ci + " The average is the "
+            "geometric mean of the three benchmarks' ratios: the slides' 5.32× cannot be an arithmetic mean of "
+            "hackbench's 4.82×, dvdstore's 11.68× and any positive ebizzy ratio, and is a geometric one with "
+            "ebizzy at 2.7× (their 7.91× with 3.6×, their 1.08× with 1.10×). The slides say 'Average Speedup' "
+            "without naming the over-commit they average over; ours are at x2.",
             series=[Series("speedup", RATIO_LABELS, averages, yerr=errors)],
             paper=[Series("speedup", RATIO_LABELS, PAPER_AVERAGES)]))
         checks.append(Check(
