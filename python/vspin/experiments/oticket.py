@@ -144,13 +144,13 @@ class OTicket(Experiment):
                             f"PVM halts/s {pvm_h[low]:.0f} at {low} → {pvm_h[mid]:.0f} at {mid}: {soar:.1f}× faster "
                             f"than the vCPU count (claim: soar; accepted ≥ 2×)"))
         # "the number of halt-exits of the PVM starts soaring after 30 vCPUs, but remains almost
-        # constant for OTICKET": fewer than PVM's, and growing no faster than the vCPU count.
-        ot_growth = ot_h[mid] / max(ot_h[low], 1e-9)
+        # constant for OTICKET", one figure with both: OTICKET's rise is flat beside PVM's.
+        ot_rise, pvm_rise = ot_h[mid] - ot_h[low], pvm_h[mid] - pvm_h[low]
         checks.append(Check("fig4.oticket_halts_flat", "fig4",
-                            ot_h[mid] <= 0.5 * pvm_h[mid] and ot_growth <= mid / low,
-                            f"OTICKET {ot_h[low]:.0f}/s at {low} → {ot_h[mid]:.0f}/s at {mid} vCPUs ({ot_growth:.1f}×), "
-                            f"PVM {pvm_h[mid]:.0f}/s at {mid} (claim: almost constant while PVM's soar; accepted: at "
-                            f"most half of PVM's at {mid} and growing no faster than the vCPUs, {mid / low:.0f}×)"))
+                            ot_h[mid] <= 0.5 * pvm_h[mid] and ot_rise <= 0.1 * pvm_rise,
+                            f"halt exits/s from {low} to {mid} vCPUs: OTICKET {ot_h[low]:.0f} → {ot_h[mid]:.0f}, PVM "
+                            f"{pvm_h[low]:.0f} → {pvm_h[mid]:.0f} (claim: OTICKET's almost constant while PVM's soar; "
+                            "accepted: OTICKET's rise under a tenth of PVM's, and at most half of PVM's at the end)"))
 
         halves = ("OTICKET", "opportunistic spinning", "opportunistic wakeup")
         figures.append(Figure(
