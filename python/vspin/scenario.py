@@ -101,7 +101,8 @@ def _read_scenario_file(path: Path) -> str:
 
 def _check_values(value: Any, where: str) -> None:
     """Reject what JSON cannot carry to the core, naming where it is: TOML dates and times, NaN
-    and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list, string, number or bool."""
+    and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list,
+    string, number or bool."""
     if isinstance(value, dict):
         for key, item in value.items():
             _check_values(item, f"{where}.{key}" if where else str(key))
