@@ -16,7 +16,7 @@ def test_apples_quick_report_is_complete_and_deterministic(tmp_path):
     assert first == again
     assert [f["id"] for f in first["figures"]] == ["fig6", "fig6.inefficiency", "fig11-12", "fig11", "fig12", "fig1", "fig10", "fig8",
                                                   "fig9", "fig13", "fig14", "fig5", "overhead"]
-    assert len(first["checks"]) == 26
+    assert len(first["checks"]) == 27
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "apples" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "apples"
