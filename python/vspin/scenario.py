@@ -146,15 +146,21 @@ def parse_setting(text: str) -> tuple[str, Any]:
     return path.strip(), value
 
 
+#: A setting path's keys: plain between dots, or a list entry's name in brackets, dots allowed.
+_PLAIN_KEY = r"[^.[\]]+"
+_NAME = r"[^][]+"
+_NAME_KEY = rf"\[{_NAME}\]"
+
+
 def _apply_setting(node: Any, path: str, value: Any) -> None:
     # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`. A list entry is named
     # by its index, by `*` (every entry), or by its `name` (`vm.db.lock`); an index comes first,
     # so a VM named "1" is reached as `vm.1` only if it is the second.
     # A name in brackets may hold dots (`vm[db.prod].lock`); elsewhere a dot separates keys.
-    if not re.fullmatch(r"(?:[^.[\]]+|\[[^][]+\])(?:\.[^.[\]]+|\[[^][]+\])*", path):
+    if not re.fullmatch(rf"(?:{_PLAIN_KEY}|{_NAME_KEY})(?:\.{_PLAIN_KEY}|{_NAME_KEY})*", path):
         raise ScenarioError(f"setting {path!r}: not a path; expected keys joined by dots, with a list entry "
                             "named by its index, * or its name (vm.0.lock, vm.*.lock, vm.db.lock, vm[db.prod].lock)")
-    keys = [bracketed or plain for bracketed, plain in re.findall(r"\[([^][]+)\]|([^.[\]]+)", path)]
+    keys = [bracketed or plain for bracketed, plain in re.findall(rf"\[({_NAME})\]|({_PLAIN_KEY})", path)]
     targets = [node]
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1

@@ -191,9 +191,7 @@ class PTicket(Experiment):
         averages, errors = [], []
         for a, b in RATIOS:
             samples = {(p, lock): throughputs(p, 2, lock) for p in speedups for lock in (a, b)}
-            # A geometric mean, as the slides' must be: 5.32× is no arithmetic mean of 4.82×, 11.68× and
-            # any positive ebizzy ratio, and a geometric one is with ebizzy at 2.7× (7.91×: 3.6×;
-            # 1.08×: 1.10×).
+            # A geometric mean, as the slides' must be (the figure's note says why).
             average, lo, hi = bootstrap_interval(samples, lambda s, a=a, b=b: statistics.geometric_mean(
                 statistics.mean(s[(p, a)]) / statistics.mean(s[(p, b)]) for p in speedups))
             averages.append(average)
