@@ -35,40 +35,39 @@
 //! - The run queues are flat, as everywhere in this host model: a VM's vCPUs compete as threads,
 //!   not as one group entity per pCPU, so unthrottled vCPUs are placed one by one, as woken
 //!   threads are (`place_entity` with `ENQUEUE_WAKEUP` is what the kernel does for the group).
-//! - A spent budget is noticed at the pCPU's next `update_curr` (its tick, a wake-up, a block or
-//!   a switch), as in the kernel, where the tick is the usual moment; so a CFS tick runs with one
-//!   thread too when a VM has a quota.
-//! - The period timer runs from time 0 and never idles; budget given to a pCPU never expires
-//!   (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime` pushed a pCPU's deadline on by a tick at
-//!   each refill, so in effect it did not expire either); a throttled pCPU is unthrottled at
-//!   once, where the kernel sends it an IPI.
-//! - Known differences, from a review against 3.19, 6.8 and 6.18 `fair.c` (2026-11-27), not yet
-//!   changed because the stored host-mode predictions under a quota (`docs/validation.md`)
-//!   would have to be made again with them:
-//!   - Every VM's period timer starts at time 0, so VMs with the same period refill together;
-//!     6.8 and 6.18 (`init_cfs_bandwidth`) start each group's timer at a random offset within a
-//!     period so that timers interleave (3.19 aligns them, as the model does).
-//!   - Any `update_curr` of a pCPU charges the running vCPU's VM, a wake-up of another VM's vCPU
-//!     there included; in the kernel that wake-up updates only the root and the woken group, so a
-//!     VM's budget is charged at the tick, at `schedule()` and at its own vCPUs' enqueues and
-//!     dequeues, and may overrun by up to a tick per pCPU and period, repaid in the next. The
-//!     model throttles a little earlier where wake-ups from other VMs are frequent.
-//!   - 6.18: when a pick finishes the dequeue of a delayed vCPU (`eevdf.rs`), the VM's spare
-//!     budget on that pCPU is not returned to the pool, where `dequeue_entity` returns it once
-//!     the VM has no thread left there; up to 4 ms can stay on a pCPU whose last vCPU halted.
-//!   - 6.18's throttled vCPUs stay queued until their task work runs (below): meanwhile a
-//!     directed yield to one succeeds in the kernel and fails in the model, and the balancer may
-//!     pull one to a pCPU where the VM has budget.
-//!   - 3.19 returns a pCPU's spare budget to the pool only if it was issued in the current
-//!     period (older budget is trimmed to 1 ms and lost), and refills at once when an idle
-//!     period timer restarts; the model returns it always and never idles the timer.
+//! - A spent budget is noticed at an `update_curr` of the VM's own run queue on the pCPU: its
+//!   tick, `schedule()`, and the enqueue or dequeue of one of its own vCPUs there, where the tick
+//!   is the usual moment; so a CFS tick runs with one thread too when a VM has a quota. The
+//!   wake-up or move of another VM's vCPU updates only the root and that VM's run queue: the
+//!   running VM's time since its last charge waits for its own next update (`update_curr_for`
+//!   in `scheduler.rs`), and may overrun by up to a tick per pCPU, repaid in the next period.
+//! - A run starts as the quota is set (`tg_set_cfs_bandwidth`): a full pool. The period timer
+//!   fires at fixed points of the host's clock, whose reading at the start of the run is random
+//!   (drawn from the seed): Linux 3.19 forwards an expiry that starts at 0 by whole periods, so
+//!   VMs of one period refill together; since 6.3 (so in 6.8 and 6.18) each group's first expiry
+//!   is a random point of a period, "so that timers interleave" (`init_cfs_bandwidth`). So the
+//!   first refill comes within the first period, and a run holds its first pool besides a refill
+//!   for each period: a VM that can spend its quota gets up to a tenth more CPU time in ten
+//!   periods than ten quotas. The phase also decides whether the pCPUs run dry at one tick or
+//!   at several (`tests/host_scheduler.rs`); measure over seeds.
+//! - The timer never idles (a group that uses nothing for a period stops it; a restart finds
+//!   the pool full in both versions, refilled at the restart in 3.19 and at the last expiry
+//!   before it in 6.8, which is what a timer that goes on gives); budget given to a pCPU never
+//!   expires (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime` pushed a pCPU's deadline on by a
+//!   tick at each refill, so in effect it did not expire either), but 3.19 takes back at
+//!   `return_cfs_rq_runtime` only budget issued since the last refill (older spare budget is
+//!   trimmed and lost); a throttled pCPU is unthrottled at once, where the kernel sends it an
+//!   IPI.
 //! - Linux 6.18 throttles task by task: a throttled group's threads stay queued, and each is
 //!   dequeued by a task work when it next returns to user space (a vCPU thread before its next VM
-//!   entry), so each runs a moment more; the model dequeues them at once, as before 6.18, and
-//!   finishes the dequeue of the group's delayed threads there.
+//!   entry), so each runs a moment more; meanwhile a directed yield to one succeeds and the
+//!   balancer may pull one to a pCPU where the VM has budget. The model dequeues them at once,
+//!   as before 6.18, and finishes the dequeue of the group's delayed threads there. A pick that
+//!   finishes the dequeue of a delayed vCPU elsewhere returns the VM's spare budget, as
+//!   `dequeue_entity` does once the VM has no thread left on the pCPU.
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
 //!   running.
-use crate::engine::{Event, Time};
+use crate::engine::{Event, Rng, Time};
 use crate::scenario::{CpuMax, SchedulerKind};
 use crate::simulation::Sim;
 use crate::vcpu::HostState;
@@ -81,6 +80,12 @@ const MIN_KEPT_NS: i64 = 1_000_000;
 const SLACK_PERIOD_NS: u64 = 5_000_000;
 /// `min_bandwidth_expiration`: no slack distribution this close to a refill (ns).
 const MIN_EXPIRATION_NS: u64 = 2_000_000;
+/// The RNG stream of the period timers' phases (vCPUs use 1..2^32, `interruptions` 2^32 + p,
+/// credit1's first slices 2^33 + p).
+const PERIOD_PHASE_STREAM: u64 = 3 << 32;
+/// The host's clock at the start of a run is drawn below this (about 18 minutes): far more than
+/// the longest period (1 s), so the phase it gives each timer is uniform.
+const BOOT_CLOCK_RANGE_NS: u64 = 1 << 40;
 
 /// One VM's quota and its state (`struct cfs_bandwidth` and the VM's `cfs_rq` on each pCPU).
 pub(crate) struct Bandwidth {
@@ -98,11 +103,22 @@ pub(crate) struct Bandwidth {
     order: Vec<u32>,
     slack_armed: bool,
     next_refill: Time,
+    /// Per pCPU, the running vCPU's time not yet charged to `budget`: a wake-up or move of
+    /// another VM's vCPU there updates the root run queue and that VM's, not this one
+    /// (`update_curr` runs per `cfs_rq`), so the charge waits for this VM's own next update.
+    uncharged: Vec<u64>,
+    /// Refills so far, and per pCPU the refill count when it last asked the pool for budget or
+    /// was given some (3.19's `runtime_expires`, read only there: [`Sim::return_spare_runtime`]).
+    refills: u64,
+    issued_in: Vec<u64>,
 }
 
 impl Bandwidth {
-    pub(crate) fn new(c: &CpuMax, pcpus: usize) -> Self {
+    /// A quota set at time 0 with a full pool, whose period timer first fires at `first_refill`
+    /// (in `(0, period]`, [`first_refills`]).
+    pub(crate) fn new(c: &CpuMax, pcpus: usize, first_refill: Time) -> Self {
         let (quota, period) = (c.quota_us * 1000, c.period_us * 1000);
+        debug_assert!((1..=period).contains(&first_refill));
         Bandwidth {
             quota,
             period,
@@ -112,7 +128,10 @@ impl Bandwidth {
             throttled: vec![false; pcpus],
             order: Vec::new(),
             slack_armed: false,
-            next_refill: period,
+            next_refill: first_refill,
+            uncharged: vec![0; pcpus],
+            refills: 0,
+            issued_in: vec![0; pcpus],
         }
     }
 
@@ -124,8 +143,29 @@ impl Bandwidth {
         let amount = wanted.min(self.pool);
         self.pool -= amount;
         *budget += amount as i64;
+        self.issued_in[p as usize] = self.refills;
         *budget > 0
     }
+}
+
+/// Where each VM's period timer first fires, counted from the start of the run, which falls at a
+/// random moment of the host's clock (`boot_ns` since boot). The timer fires at fixed points of
+/// that clock: 3.19 forwards an expiry that starts at 0 by whole periods (`start_bandwidth_timer`
+/// → `hrtimer_forward`), so groups of one period refill together; since Linux 6.3 (so in 6.8 and
+/// 6.18) `init_cfs_bandwidth` sets each group's first expiry at a random point of a period ("so
+/// that timers interleave"), and `start_cfs_bandwidth` forwards it the same way. `cpu_max` is
+/// each VM's quota, if any; the draws come from one stream of the run's seed.
+pub(crate) fn first_refills(cpu_max: &[Option<&CpuMax>], scheduler: SchedulerKind, seed: u64) -> Vec<Option<Time>> {
+    let mut rng = Rng::stream(seed, PERIOD_PHASE_STREAM);
+    let boot_ns = rng.below(BOOT_CLOCK_RANGE_NS);
+    cpu_max
+        .iter()
+        .map(|c| {
+            let period = (*c)?.period_us * 1000;
+            let first_expiry = if scheduler == SchedulerKind::Cfs { 0 } else { rng.below(period) };
+            Some(period - (boot_ns + period - first_expiry) % period)
+        })
+        .collect()
 }
 
 impl Sim {
@@ -160,16 +200,27 @@ impl Sim {
         }
     }
 
-    /// `account_cfs_rq_runtime`: vCPU `v`, running on `p`, ran `delta` ns more.
+    /// `account_cfs_rq_runtime`: vCPU `v`, running on `p`, ran `delta` ns more, charged now with
+    /// what was left uncharged before (an update of its VM's own run queue there).
     pub(crate) fn charge_runtime(&mut self, p: u32, v: u32, delta: u64) {
         let vm = self.vcpus[v as usize].vm;
         let Some(b) = self.bandwidth_of(vm) else { return };
+        let delta = delta + std::mem::take(&mut b.uncharged[p as usize]);
         b.budget[p as usize] -= delta as i64;
         if b.budget[p as usize] > 0 || b.throttled[p as usize] {
             return;
         }
         if !b.assign(p, SLICE_NS) {
             self.pcpus[p as usize].need_resched = true;
+        }
+    }
+
+    /// `update_curr` of another VM's run queue on `p` (a wake-up, a move): vCPU `v`, running
+    /// there, ran `delta` ns more, to be charged at its VM's next own update.
+    pub(crate) fn defer_charge(&mut self, p: u32, v: u32, delta: u64) {
+        let vm = self.vcpus[v as usize].vm;
+        if let Some(b) = self.bandwidth_of(vm) {
+            b.uncharged[p as usize] += delta;
         }
     }
 
@@ -309,19 +360,23 @@ impl Sim {
 
     /// `return_cfs_rq_runtime`: `v`'s VM may just have lost its last vCPU on `p`; if so, the
     /// budget there above 1 ms goes back to the pool, and the slack timer is armed if throttled
-    /// pCPUs could use it.
+    /// pCPUs could use it. Linux 3.19 takes back only budget of the current period (the pCPU's
+    /// `runtime_expires` is the pool's): older spare budget is trimmed all the same, and lost.
     pub(crate) fn return_spare_runtime(&mut self, v: u32, p: u32) {
         let vm = self.vcpus[v as usize].vm;
         if self.bandwidth_of(vm).is_none() || self.vm_on(vm, p) {
             return;
         }
-        let now = self.now;
+        let (now, only_current) = (self.now, self.scheduler == SchedulerKind::Cfs);
         let b = self.bandwidth_of(vm).expect("a VM with a quota");
         let spare = b.budget[p as usize] - MIN_KEPT_NS;
         if spare <= 0 {
             return;
         }
         b.budget[p as usize] -= spare;
+        if only_current && b.issued_in[p as usize] != b.refills {
+            return;
+        }
         b.pool += spare as u64;
         let refill_soon = b.next_refill - now < SLACK_PERIOD_NS + MIN_EXPIRATION_NS;
         if b.pool > SLICE_NS && !b.order.is_empty() && !refill_soon && !b.slack_armed {
@@ -336,6 +391,7 @@ impl Sim {
         let now = self.now;
         let b = self.bandwidth_of(vm).expect("a VM with a quota");
         b.pool = b.quota;
+        b.refills += 1;
         b.next_refill = now + b.period;
         let at = b.next_refill;
         self.q.push(at, Event::BandwidthPeriod { vm });
@@ -367,6 +423,7 @@ impl Sim {
             let given = ((1 - *budget).max(0) as u64).min(b.pool);
             b.pool -= given;
             *budget += given as i64;
+            b.issued_in[p as usize] = b.refills;
             if *budget > 0 {
                 freed.push(p);
             }
@@ -383,10 +440,10 @@ impl Sim {
         let b = self.bandwidth_of(vm).expect("a VM with a quota");
         b.throttled[p as usize] = false;
         let held = std::mem::take(&mut b.held[p as usize]);
-        if held.is_empty() {
-            return;
-        }
-        self.update_curr(p);
+        let Some(&first) = held.first() else { return };
+        // The VM's group entity is queued on the root: only the root is updated, and the VM
+        // running on `p`, another one, is not charged.
+        self.update_curr_for(p, first);
         let half_latency = self.costs.sched_latency / 2;
         for v in held {
             if self.scheduler.is_eevdf() {
@@ -432,6 +489,10 @@ impl Sim {
                 if throttled && (self.vm_on(vm as u32, p as u32) || b.budget[p] > 0) {
                     found.push(format!("VM {vm} is throttled on pCPU {p} with budget {} ns or a vCPU queued there", b.budget[p]));
                 }
+                let running = self.pcpus[p].curr.filter(|&c| self.vcpus[c as usize].vm == vm as u32);
+                if b.uncharged[p] > 0 && running.is_none() {
+                    found.push(format!("VM {vm} has {} ns uncharged on pCPU {p}, where none of its vCPUs runs", b.uncharged[p]));
+                }
                 for &v in &b.held[p] {
                     let vc = &self.vcpus[v as usize];
                     if vc.host != HostState::Runnable || vc.pcpu != p as u32 {
@@ -449,7 +510,7 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use crate::engine::Event;
-    use crate::scenario::Scenario;
+    use crate::scenario::{CpuMax, Scenario, SchedulerKind};
     use crate::simulation::Sim;
     use crate::vcpu::{Act, HostState};
 
@@ -512,6 +573,62 @@ mod tests {
         assert_eq!((quota(&s).budget[0], quota(&s).pool), (1_000_000, 0));
         s.charge_runtime(0, 0, 1_000_000);
         assert!(s.pcpus[0].need_resched, "a spent budget with an empty pool reschedules");
+    }
+
+    #[test]
+    fn a_wake_up_of_another_vms_vcpu_leaves_the_running_vms_charge_to_its_own_next_update() {
+        // vCPU 0 of `q` runs on pCPU 0 with 1 ms of budget. A wake-up of `o`'s vCPU 2 there
+        // updates only the root and `o`'s run queue: `q` is not charged until an update of its
+        // own (here the wake-up of its vCPU 1), which charges both stretches.
+        let mut s = busy("eevdf");
+        (quota_mut(&mut s).budget[0], quota_mut(&mut s).pool) = (MS as i64, 0);
+        s.vcpus[0].se.exec_start = 0;
+        s.now = 300_000;
+        s.update_curr_for(0, 2);
+        assert_eq!((quota(&s).budget[0], quota(&s).uncharged[0]), (MS as i64, 300_000));
+        assert_eq!(s.vcpus[0].se.sum_exec, 300_000, "its run is accounted all the same");
+        s.now = 500_000;
+        s.update_curr_for(0, 1);
+        assert_eq!((quota(&s).budget[0], quota(&s).uncharged[0]), (500_000, 0));
+    }
+
+    #[test]
+    fn the_period_timer_fires_at_fixed_points_of_the_hosts_clock_whose_phase_is_random() {
+        let c = |period_us| CpuMax { quota_us: 1000, period_us };
+        let (a, b) = (c(100_000), c(50_000));
+        let phases = |scheduler, seed| super::first_refills(&[Some(&a), None, Some(&a), Some(&b)], scheduler, seed);
+        for seed in 1..=20 {
+            // Linux 3.19: every timer at whole periods of the clock, so groups of one period
+            // refill together, and one of half that period at the same points or between.
+            let old = phases(SchedulerKind::Cfs, seed);
+            assert!(old[1].is_none() && old[0] == old[2], "seed {seed}: {old:?}");
+            assert!(old.iter().flatten().all(|&t| (1..=100 * MS).contains(&t)));
+            assert_eq!(old[0].unwrap() % (50 * MS), old[3].unwrap() % (50 * MS), "seed {seed}: {old:?}");
+            assert_eq!(old, phases(SchedulerKind::Cfs, seed), "seed {seed}: drawn from the seed");
+        }
+        // Since 6.3 each group's timer has its own random offset: equal periods interleave.
+        let apart = (1..=20).filter(|&seed| {
+            let new = phases(SchedulerKind::Eevdf, seed);
+            new[0] != new[2]
+        });
+        assert_eq!(apart.count(), 20);
+    }
+
+    #[test]
+    fn in_6_18_the_pick_that_finishes_a_delayed_dequeue_returns_the_vms_spare_budget() {
+        // vCPU 0 of `q` blocked on pCPU 0 and stayed queued as delayed, with 4 ms of budget
+        // left; the pick meets it eligible and dequeues it, and `q` has no vCPU left there.
+        let mut s = host("eevdf-6.18", 1, 8000);
+        let b = quota_mut(&mut s);
+        (b.pool, b.budget[0], b.next_refill) = (0, 4 * MS as i64, 10 * MS);
+        s.pcpus[0].queued = vec![2];
+        s.vcpus[2].host = HostState::Runnable;
+        (s.vcpus[2].se.vruntime, s.vcpus[2].se.deadline) = (10 * MS, 30 * MS);
+        (s.vcpus[0].se.vruntime, s.vcpus[0].se.deadline) = (9 * MS, 15 * MS);
+        s.vcpus[0].host = HostState::Blocked;
+        s.pcpus[0].delayed.push(0);
+        assert_eq!(s.pick_eevdf_618(0), Some(2));
+        assert_eq!((quota(&s).budget[0], quota(&s).pool), (MS as i64, 3 * MS));
     }
 
     #[test]
@@ -647,11 +764,12 @@ mod tests {
         assert_eq!(s.vcpus[1].se.vruntime, 100 * MS - s.costs.sched_latency / 2);
     }
 
-    /// `q` with 4 ms of budget left on pCPU 0 and throttled on pCPU 1; the pool holds 2.5 ms.
+    /// `q` with 4 ms of budget left on pCPU 0 and throttled on pCPU 1; the pool holds 2.5 ms,
+    /// and the next refill is at 10 ms.
     fn slack_host() -> Sim {
         let mut s = host("eevdf", 2, 8000);
         let b = quota_mut(&mut s);
-        (b.pool, b.budget) = (2_500_000, vec![4 * MS as i64, -1]);
+        (b.pool, b.budget, b.next_refill) = (2_500_000, vec![4 * MS as i64, -1], 10 * MS);
         s.throttle(0, 1);
         s
     }
@@ -670,6 +788,21 @@ mod tests {
         s.bandwidth_slack(0);
         let b = quota(&s);
         assert!(!b.throttled[1] && b.budget[1] == 1 && b.pool == 5_500_000 - 2 && !b.slack_armed);
+    }
+
+    #[test]
+    fn linux_3_19_takes_back_only_budget_issued_since_the_last_refill() {
+        // pCPU 0 took its 4 ms before a refill and has not asked since: 6.8 returns the spare
+        // 3 ms to the pool, 3.19 trims it all the same and loses it.
+        for (scheduler, pool) in [("eevdf", 3 * MS), ("cfs", 0)] {
+            let mut s = host(scheduler, 2, 8000);
+            let b = quota_mut(&mut s);
+            (b.pool, b.budget[0], b.next_refill) = (0, 4 * MS as i64, 10 * MS);
+            b.refills = 1;
+            s.now = MS;
+            s.return_spare_runtime(0, 0);
+            assert_eq!((quota(&s).budget[0], quota(&s).pool), (MS as i64, pool), "{scheduler}");
+        }
     }
 
     #[test]

@@ -215,6 +215,8 @@ impl Sim {
             self.pcpus[p as usize].delayed.retain(|&d| d != v);
             let se = &mut self.vcpus[v as usize].se;
             se.vlag = se.vlag.min(0);
+            // `dequeue_entity` returns the VM's spare quota budget once it has no thread here.
+            self.return_spare_runtime(v, p);
         }
     }
 

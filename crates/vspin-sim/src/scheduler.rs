@@ -54,8 +54,23 @@ impl Sim {
         self.vcpus[v as usize].se.vruntime as i64
     }
 
-    /// `update_curr`: charge the running vCPU's execution to its vruntime.
+    /// `update_curr`: charge the running vCPU's execution to its vruntime, and to its VM's quota
+    /// (the tick, `schedule()`, and the running vCPU's own yield or block).
     pub(crate) fn update_curr(&mut self, p: u32) {
+        self.update_curr_charging(p, true);
+    }
+
+    /// `update_curr` as the enqueue or dequeue of `v` on `p` runs it: the kernel updates `v`'s
+    /// VM's run queue there and the root, so the running vCPU's VM is charged its quota only if
+    /// it is `v`'s; another VM's charge waits for its own next update (`bandwidth.rs`). The flat
+    /// run queue's vruntimes are updated either way.
+    pub(crate) fn update_curr_for(&mut self, p: u32, v: u32) {
+        let vm = self.vcpus[v as usize].vm;
+        let own = self.pcpus[p as usize].curr.is_some_and(|c| self.vcpus[c as usize].vm == vm);
+        self.update_curr_charging(p, own);
+    }
+
+    fn update_curr_charging(&mut self, p: u32, charge_quota: bool) {
         let now = self.now;
         if let Some(c) = self.pcpus[p as usize].curr {
             let se = &mut self.vcpus[c as usize].se;
@@ -67,7 +82,11 @@ impl Sim {
                 self.update_deadline(p, c);
             }
             if !self.bandwidth.is_empty() {
-                self.charge_runtime(p, c, delta);
+                if charge_quota {
+                    self.charge_runtime(p, c, delta);
+                } else {
+                    self.defer_charge(p, c, delta);
+                }
             }
         }
         self.update_min_vruntime(p);
@@ -373,14 +392,14 @@ impl Sim {
         // where it is, and only the preemption check runs (after `update_curr`, as there).
         if self.requeue_delayed(v) {
             let p = self.vcpus[v as usize].pcpu;
-            self.update_curr(p);
+            self.update_curr_for(p, v);
             return self.wakeup_preempt_eevdf(v, p);
         }
         self.vcpus[v as usize].se.listed_at = self.now;
         let p = self.select_pcpu(v);
         self.account_idle_period(p);
         // `enqueue_entity` runs `update_curr` first: place against an up-to-date min_vruntime.
-        self.update_curr(p);
+        self.update_curr_for(p, v);
         if self.scheduler.is_eevdf() {
             return self.enqueue_woken_eevdf(v, p);
         }
@@ -548,8 +567,8 @@ impl Sim {
         if self.scheduler.is_eevdf() {
             // 6.8's `enqueue_entity` runs `update_curr` before `place_entity`; 3.19's adds
             // `min_vruntime` first (below, in `migrate`).
-            self.update_curr(p);
-            self.update_curr(src);
+            self.update_curr_for(p, v);
+            self.update_curr_for(src, v);
             self.save_lag(src, v);
             self.pcpus[src as usize].queued.retain(|&q| q != v);
             let se = &self.vcpus[v as usize].se;
@@ -605,7 +624,7 @@ impl Sim {
             return;
         }
         self.clear_buddies(from, v);
-        self.update_curr(from);
+        self.update_curr_for(from, v);
         let (src, dst) = (self.pcpus[from as usize].min_vruntime, self.pcpus[p as usize].min_vruntime);
         let vc = &mut self.vcpus[v as usize];
         vc.se.vruntime = (vc.se.vruntime + dst).saturating_sub(src);

@@ -297,7 +297,9 @@ impl Sim {
             gang: (sc.hypervisor.scheduler == SchedulerKind::Gang)
                 .then(|| crate::gang::Gang::new(&sc.vms, n, sc.hypervisor.gang.clone().unwrap_or_default().slice_ms)),
             bandwidth: if sc.vms.iter().any(|vm| vm.cpu_max.is_some()) {
-                sc.vms.iter().map(|vm| vm.cpu_max.as_ref().map(|c| crate::bandwidth::Bandwidth::new(c, n as usize))).collect()
+                let cpu_max: Vec<_> = sc.vms.iter().map(|vm| vm.cpu_max.as_ref()).collect();
+                let first_refills = crate::bandwidth::first_refills(&cpu_max, sc.hypervisor.scheduler, sc.seed);
+                cpu_max.iter().zip(first_refills).map(|(c, at)| Some(crate::bandwidth::Bandwidth::new((*c)?, n as usize, at?))).collect()
             } else {
                 Vec::new()
             },

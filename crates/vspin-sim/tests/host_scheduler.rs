@@ -100,12 +100,16 @@ fn under_quota(preset: &str, tlb_flush: &str, cpu_max: &str, seed: u64) -> (f64,
 
 #[test]
 fn a_cpu_quota_caps_the_vms_cpu_time_in_every_period() {
-    // Half of the 8 pCPUs' time: 400 ms in each 100 ms period. A pCPU runs on past its budget
-    // until its next tick (4 ms at 250 Hz), but that debt is repaid from the next period's
-    // quota: over ten periods the VM overruns by no more than the last period's overshoot.
-    let (cpu, _, throttles) = under_quota("kernbench", "ipi", "cpu_max = { quota_us = 400000 }", 1);
-    assert!((3.9..=4.04).contains(&cpu), "{cpu:.3} s of CPU time under a 4 s quota");
-    assert!(throttles >= 8 * 9, "every vCPU is throttled in every period: {throttles} throttles");
+    // Half of the 8 pCPUs' time: 400 ms in each 100 ms period. The quota is set as the run
+    // starts, with a full pool, and the period timer first fires at a random point of the first
+    // 100 ms: the run holds that pool and ten refills, at most 4.4 s, less what the first and
+    // last partial periods are too short to spend. A pCPU runs on past its budget until its
+    // next tick (4 ms at 250 Hz), but that debt is repaid from the next period's quota.
+    for seed in 1..=3 {
+        let (cpu, _, throttles) = under_quota("kernbench", "ipi", "cpu_max = { quota_us = 400000 }", seed);
+        assert!((3.9..=4.44).contains(&cpu), "seed {seed}: {cpu:.3} s of CPU time under 4.4 s of quota");
+        assert!(throttles >= 8 * 9, "seed {seed}: every vCPU is throttled in every period: {throttles} throttles");
+    }
     // A quota the VM cannot use up changes nothing.
     let (free, _, none) = under_quota("kernbench", "ipi", "cpu_max = { quota_us = 800000 }", 1);
     assert_eq!((none, free), (0, under_quota("kernbench", "ipi", "", 1).0));
@@ -117,23 +121,30 @@ fn a_shootdown_waits_for_targets_their_own_vms_quota_throttled() {
     // flushes the TLBs of the others by IPI waits for every target to acknowledge, and a
     // throttled one cannot until the next period: the sender spins until its own budget runs
     // out. The paravirtual flush (Linux 6.8 on KVM) leaves a descheduled target a flag instead.
+    // How much, turns on the period timer's phase: where the pool runs dry just before a tick,
+    // every pCPU notices its spent budget at that same tick (ticks are not skewed), all are
+    // throttled together, and no flush waits for a throttled target. So the claim is on the
+    // mean over phases (seeds).
     let quota = "cpu_max = { quota_us = 400000 }";
-    for seed in 1..=3 {
-        let share = |tlb_flush: &str, cpu_max: &str| {
+    let mean_share = |tlb_flush: &str, cpu_max: &str| {
+        let shares = (1..=8).map(|seed| {
             let (cpu, spin, _) = under_quota("ebizzy", tlb_flush, cpu_max, seed);
             spin / cpu
-        };
-        let (ipi, ipi_q, pv_q) = (share("ipi", ""), share("ipi", quota), share("kvm-pv", quota));
-        let pct = |x: f64| format!("{:.1}%", 100.0 * x);
-        assert!(ipi_q > 2.0 * ipi, "seed {seed}: spinning {} of CPU time under the quota, {} without", pct(ipi_q), pct(ipi));
-        assert!(pv_q < 0.6 * ipi_q, "seed {seed}: spinning {} of CPU time with the PV flush, {} with IPIs", pct(pv_q), pct(ipi_q));
-    }
+        });
+        shares.sum::<f64>() / 8.0
+    };
+    let (ipi, ipi_q, pv_q) = (mean_share("ipi", ""), mean_share("ipi", quota), mean_share("kvm-pv", quota));
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    assert!(ipi_q > 2.0 * ipi, "spinning {} of CPU time under the quota, {} without (mean of 8 seeds)", pct(ipi_q), pct(ipi));
+    assert!(pv_q < 0.6 * ipi_q, "spinning {} of CPU time with the PV flush, {} with IPIs (mean of 8 seeds)", pct(pv_q), pct(ipi_q));
 }
 
 #[test]
 fn a_vcpu_throttled_in_a_critical_section_holds_its_lock_until_the_next_period() {
     // A lock holder whose pCPU runs out of budget stays descheduled for the rest of the period
     // (about 50 ms here), holding the lock; without the quota no hold outlasts a millisecond.
+    // One throttled shortly before a refill waits less: most such holds, not all, last 16.8 ms
+    // or more.
     let long_holds = |cpu_max: &str, seed: u64| {
         let text = format!(
             "seed = {seed}\nduration_ms = 1000\n[host]\ncores_per_socket = 8\n[[vm]]\nname = \"a\"\nvcpus = 8\npin = \"1:1\"\n\
@@ -150,7 +161,7 @@ fn a_vcpu_throttled_in_a_critical_section_holds_its_lock_until_the_next_period()
         let (l, s, h) = long_holds("cpu_max = { quota_us = 400000 }", seed);
         (long, slice_long, lhp) = (long + l, slice_long + s, lhp + h);
     }
-    assert!(long >= 6 && slice_long == long && lhp > 0, "{long} holds of 1 ms or more ({slice_long} of 16.8 ms or more), {lhp} LHP events in six runs");
+    assert!(long >= 6 && 4 * slice_long >= 3 * long && lhp > 0, "{long} holds of 1 ms or more ({slice_long} of 16.8 ms or more), {lhp} LHP events in six runs");
 }
 
 /// CPU time (ms) each vCPU got in 100 ms on one pCPU: four vCPUs of a VM contending for a
