@@ -24,7 +24,7 @@
 //! |---|---|---|
 //! | has a vCPU running | > 0 | its time is charged to the budget |
 //! | has a vCPU running | ≤ 0 | a slice is taken from the pool; if none is left, `schedule()` throttles |
-//! | throttled | ≤ 0 | its vCPUs are held off the run queue (`throttles` counts each); a wake joins them |
+//! | throttled | ≤ 0 | its vCPUs are held off the run queue (`throttles` counts each); a wake joins them (6.18: each at its next VM entry, and a woken one is queued until then) |
 //! | throttled | > 0 | a timer gave it budget: its vCPUs are queued again, placed as woken threads |
 //!
 //! This is what spinning costs a VM with a quota: a waiter spinning behind a holder that its own
@@ -58,19 +58,22 @@
 //!   `return_cfs_rq_runtime` only budget issued since the last refill (older spare budget is
 //!   trimmed and lost); a throttled pCPU is unthrottled at once, where the kernel sends it an
 //!   IPI.
-//! - Linux 6.18 throttles task by task: a throttled group's threads stay queued, and each is
-//!   dequeued by a task work when it next returns to user space (a vCPU thread before its next VM
-//!   entry), so each runs a moment more; meanwhile a directed yield to one succeeds and the
-//!   balancer may pull one to a pCPU where the VM has budget. The model dequeues them at once,
-//!   as before 6.18, and finishes the dequeue of the group's delayed threads there. A pick that
-//!   finishes the dequeue of a delayed vCPU elsewhere returns the VM's spare budget, as
-//!   `dequeue_entity` does once the VM has no thread left on the pCPU.
+//! - Linux 6.18 throttles task by task (`throttle_cfs_rq` no longer dequeues the group): the
+//!   VM's vCPUs stay queued, a vCPU picked while the VM is throttled gets a task work
+//!   (`task_throttle_setup_work`), and at its next VM entry, where KVM runs pending task work
+//!   (`xfer_to_guest_mode_handle_work`), it is dequeued and held (`throttle_cfs_rq_work`) if the
+//!   VM still is. So each runs its switch-in a moment more, charged to the VM; a directed yield
+//!   to one succeeds; and a balancer may move one to a pCPU where the VM is not throttled
+//!   (`lb_throttled_hierarchy` looks at the destination only). A vCPU picked again while in guest
+//!   mode pays a VM exit first. A vCPU halt-polling when its VM is throttled stops polling and
+//!   blocks, as before 6.18. A pick that finishes the dequeue of a delayed vCPU returns the VM's
+//!   spare budget, as `dequeue_entity` does once the VM has no thread left on the pCPU.
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
 //!   running.
 use crate::engine::{Event, Rng, Time};
 use crate::scenario::{CpuMax, SchedulerKind};
 use crate::simulation::Sim;
-use crate::vcpu::HostState;
+use crate::vcpu::{After, HostState, HostWork};
 
 /// `sysctl_sched_cfs_bandwidth_slice`: budget a pCPU takes from the pool at a time (ns).
 const SLICE_NS: u64 = 5_000_000;
@@ -178,16 +181,25 @@ impl Sim {
         self.bandwidth.get(vm as usize).and_then(Option::as_ref).is_some_and(|b| b.throttled[p as usize])
     }
 
-    /// Whether `v` is held off its run queue by its VM's quota: runnable on a pCPU where its VM is
-    /// throttled (where none of its vCPUs is queued or running).
+    /// Whether `v` is held off its run queue by its VM's quota (before 6.18, every runnable vCPU
+    /// of the VM on a pCPU where it is throttled; in 6.18, those whose task work has run).
     pub(crate) fn is_held(&self, v: u32) -> bool {
         let vc = &self.vcpus[v as usize];
-        vc.host == HostState::Runnable && self.is_throttled(vc.vm, vc.pcpu)
+        vc.host == HostState::Runnable
+            && self.bandwidth.get(vc.vm as usize).and_then(Option::as_ref).is_some_and(|b| b.held[vc.pcpu as usize].contains(&v))
     }
 
-    /// `throttled_lb_pair`: no balancer moves a vCPU of a VM throttled on either pCPU.
+    /// Whether the VM's throttled vCPUs leave the run queue one by one, each at its next VM entry
+    /// (Linux 6.18), rather than all at the throttle.
+    fn task_based_throttle(&self) -> bool {
+        self.scheduler == SchedulerKind::Eevdf618
+    }
+
+    /// No balancer moves a vCPU of a VM throttled on either pCPU (`throttled_lb_pair`), or, in
+    /// 6.18, on the destination (`lb_throttled_hierarchy`: a vCPU still queued on a throttled
+    /// pCPU may leave it for one where its VM has budget).
     pub(crate) fn throttled_pair(&self, vm: u32, src: u32, dst: u32) -> bool {
-        self.is_throttled(vm, src) || self.is_throttled(vm, dst)
+        (self.is_throttled(vm, src) && !self.task_based_throttle()) || self.is_throttled(vm, dst)
     }
 
     /// Arm every quota's period timer.
@@ -261,6 +273,9 @@ impl Sim {
     /// dequeue). Every caller has charged the running vCPU (`update_curr`) already.
     fn throttle(&mut self, vm: u32, p: u32) {
         self.mark_throttled(vm, p);
+        if self.task_based_throttle() {
+            return self.throttle_tasks(vm, p);
+        }
         let of_vm = |s: &Sim, list: &[u32]| list.iter().copied().filter(|&q| s.vcpus[q as usize].vm == vm).collect::<Vec<u32>>();
         let running = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm);
         let polling = running.filter(|&c| self.polling(c));
@@ -295,6 +310,53 @@ impl Sim {
         }
     }
 
+    /// Linux 6.18's `throttle_cfs_rq`: the VM's vCPUs stay queued on `p`, and each is held when
+    /// it next gets there ([`Sim::throttle_at_entry`]). A vCPU halt-polling there stops polling
+    /// and blocks, as before 6.18.
+    fn throttle_tasks(&mut self, vm: u32, p: u32) {
+        let polling = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm && self.polling(c));
+        if let Some(c) = polling {
+            self.stop_segment(c);
+            self.vcpus[c as usize].host_work = None;
+            self.put_to_sleep(c);
+        }
+    }
+
+    /// Linux 6.18, at `schedule()` on `p`: `next` was picked, so if its VM is throttled there it
+    /// gets the task work (`task_throttle_setup_work`). One picked again while in guest mode
+    /// leaves it for the task work to run (the reschedule that led here is an exit).
+    pub(crate) fn set_throttle_work(&mut self, p: u32, next: Option<u32>, prev: Option<u32>) {
+        let Some(n) = next.filter(|_| self.task_based_throttle()) else { return };
+        if !self.is_throttled(self.vcpus[n as usize].vm, p) {
+            return;
+        }
+        self.vcpus[n as usize].throttle_work = true;
+        let vc = &self.vcpus[n as usize];
+        if next == prev && vc.active && vc.host_work.is_none() {
+            self.stop_segment(n);
+            let exit = self.costs.vm_exit;
+            self.vcpus[n as usize].host_work = Some(HostWork { remaining: exit, after: After::Nothing });
+            self.run_vcpu(n);
+        }
+    }
+
+    /// Linux 6.18's `throttle_cfs_rq_work`, where running vCPU `v`'s host work would end in a VM
+    /// entry: if its VM is still throttled on its pCPU, it leaves the run queue and is held, and
+    /// the pCPU reschedules. Returns whether it was held.
+    pub(crate) fn throttle_at_entry(&mut self, v: u32) -> bool {
+        let (vm, p) = (self.vcpus[v as usize].vm, self.vcpus[v as usize].pcpu);
+        if !self.is_throttled(vm, p) {
+            return false;
+        }
+        self.update_curr(p);
+        self.save_lag(p, v);
+        self.stop_running(v);
+        self.pcpus[p as usize].curr = None;
+        self.hold(vm, p, v);
+        self.schedule(p);
+        true
+    }
+
     /// Hold the runnable, not running vCPU `v` off `p`'s run queue. Its lag (EEVDF) is what it
     /// had when it left a run queue: taken at the throttle, when it halted, or at the pCPU a
     /// balancer took it from.
@@ -312,13 +374,17 @@ impl Sim {
     /// budget of the vCPU running on `p` reschedules now.
     pub(crate) fn held_on_enqueue(&mut self, v: u32, p: u32) -> bool {
         let vm = self.vcpus[v as usize].vm;
-        let first_here = !self.vm_on(vm, p);
+        let (first_here, task_based) = (!self.vm_on(vm, p), self.task_based_throttle());
         let Some(b) = self.bandwidth_of(vm) else { return false };
         if !b.throttled[p as usize] {
             if !first_here || b.budget[p as usize] > 0 || b.assign(p, SLICE_NS) {
                 return false;
             }
             self.mark_throttled(vm, p);
+        }
+        if task_based {
+            // Queued all the same: its task work comes when it is picked.
+            return false;
         }
         self.set_task_cpu(v, p);
         self.hold(vm, p, v);
@@ -470,8 +536,8 @@ impl Sim {
         self.scheduler == SchedulerKind::Cfs && !self.bandwidth.is_empty()
     }
 
-    /// Every quota's books balance: a throttled pCPU has none of the VM's vCPUs running or queued
-    /// and an empty budget, a held vCPU is runnable on that pCPU, and no pCPU's budget exceeds a
+    /// Every quota's books balance: a throttled pCPU has an empty budget and (before 6.18) none of
+    /// the VM's vCPUs running or queued, a held vCPU is runnable on that pCPU, and no pCPU's budget exceeds a
     /// slice. (The pool may exceed the quota between refills, with budget returned from an
     /// earlier period, as in the kernel since budgets stopped expiring.)
     pub(crate) fn audit_bandwidth(&mut self) {
@@ -486,7 +552,8 @@ impl Sim {
                 if !throttled && !b.held[p].is_empty() {
                     found.push(format!("VM {vm} holds vCPUs {:?} on pCPU {p}, which is not throttled", b.held[p]));
                 }
-                if throttled && (self.vm_on(vm as u32, p as u32) || b.budget[p] > 0) {
+                let queued_while_throttled = self.vm_on(vm as u32, p as u32) && self.scheduler != SchedulerKind::Eevdf618;
+                if throttled && (queued_while_throttled || b.budget[p] > 0) {
                     found.push(format!("VM {vm} is throttled on pCPU {p} with budget {} ns or a vCPU queued there", b.budget[p]));
                 }
                 let running = self.pcpus[p].curr.filter(|&c| self.vcpus[c as usize].vm == vm as u32);
@@ -683,6 +750,36 @@ mod tests {
         s.schedule(0);
         assert_eq!(quota(&s).held[0], vec![0, 1]);
         assert_eq!((s.vcpus[0].se.vlag, s.vcpus[1].se.vlag), (-2 * MS as i64, 2 * MS as i64));
+    }
+
+    #[test]
+    fn in_6_18_a_throttled_vms_vcpus_stay_queued_and_each_is_held_at_its_next_vm_entry() {
+        // vCPU 0 of `q` runs on pCPU 0 beside `o`'s vCPU 2, and `q` has spent its budget there.
+        let mut s = host("eevdf-6.18", 2, 1000);
+        s.pcpus[0].curr = Some(0);
+        s.pcpus[0].queued = vec![2];
+        s.vcpus[0].host = HostState::Running;
+        (s.vcpus[2].host, s.vcpus[2].pcpu) = (HostState::Runnable, 0);
+        (s.vcpus[0].se.vruntime, s.vcpus[0].se.deadline) = (10 * MS, 11 * MS);
+        (s.vcpus[2].se.vruntime, s.vcpus[2].se.deadline) = (10 * MS, 20 * MS);
+        s.vcpus[0].se.exec_start = 0;
+        let b = quota_mut(&mut s);
+        (b.pool, b.budget[0]) = (0, -1);
+        s.schedule(0);
+        // Throttled, but nothing leaves the run queue: vCPU 0, picked again (the earlier
+        // deadline), gets the task work, and is no one a balancer must leave alone on pCPU 0.
+        assert!(quota(&s).throttled[0] && quota(&s).held[0].is_empty());
+        assert_eq!(s.pcpus[0].curr, Some(0));
+        assert!(s.vcpus[0].throttle_work && !s.is_held(0));
+        assert!(!s.throttled_pair(0, 0, 1) && s.throttled_pair(0, 1, 0));
+        // At its VM entry the work finds `q` still throttled: vCPU 0 is held, and `o` runs.
+        assert!(s.throttle_at_entry(0));
+        assert_eq!((quota(&s).held[0].clone(), s.pcpus[0].curr), (vec![0], Some(2)));
+        assert!(s.is_held(0) && s.vcpus[0].counters.throttles == 1);
+        // Before 6.18 the throttle holds it at once.
+        let mut s = busy_with_an_empty_pool("eevdf");
+        s.schedule(0);
+        assert_eq!(quota(&s).held[0], vec![0, 1]);
     }
 
     #[test]

@@ -170,6 +170,9 @@ impl Sim {
         let prev = self.pcpus[p as usize].curr;
         let next = self.pick_next(p);
         self.pcpus[p as usize].need_resched = false;
+        if !self.bandwidth.is_empty() {
+            self.set_throttle_work(p, next, prev);
+        }
         if next != prev {
             if let Some(n) = next {
                 // `set_next_entity`: under EEVDF the new thread is protected until it is

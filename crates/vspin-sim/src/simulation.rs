@@ -468,6 +468,7 @@ impl Sim {
             pv_unhalted: false,
             kicked: false,
             woken: false,
+            throttle_work: false,
             in_spin_loop: false,
             hvs_list: crate::vcpu::HvsList::ResourceWaiter,
             hvs_boosted: false,
@@ -675,6 +676,9 @@ impl Sim {
         if let Some(hw) = vc.host_work.take() {
             // Host work ends with a VM entry, after which the CPU counts a new PAUSE loop.
             vc.ple_spun_ns = 0;
+            if hw.after == After::Nothing && std::mem::take(&mut vc.throttle_work) && self.throttle_at_entry(v) {
+                return;
+            }
             self.after_host_work(v, hw.after);
         } else if let Act::Delayed { req, .. } = vc.act {
             vc.act = Act::Ready;

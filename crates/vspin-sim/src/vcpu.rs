@@ -134,6 +134,10 @@ pub(crate) struct Vcpu {
     /// Woken from a block and not yet run: set by `wake`, taken at `switch_in` (which pays the
     /// wake-up latency); the directed yield's filters read it.
     pub woken: bool,
+    /// Linux 6.18: picked while its VM was throttled on its pCPU, so a task work
+    /// (`throttle_cfs_rq_work`) waits for its next VM entry, where it is held if the VM still
+    /// is (`bandwidth.rs`).
+    pub throttle_work: bool,
     /// `vcpu->spin_loop.in_spin_loop`: inside `kvm_vcpu_on_spin` (set at the PLE exit), until
     /// the exit handler ends or, if it yielded, until the vCPU runs again.
     pub in_spin_loop: bool,
