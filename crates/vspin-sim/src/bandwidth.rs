@@ -44,8 +44,9 @@
 //! - A run starts as the quota is set (`tg_set_cfs_bandwidth`): a full pool. The period timer
 //!   fires at fixed points of the host's clock, whose reading at the start of the run is random
 //!   (drawn from the seed): Linux 3.19 forwards an expiry that starts at 0 by whole periods, so
-//!   VMs of one period refill together; since 6.3 (so in 6.8 and 6.18) each group's first expiry
-//!   is a random point of a period, "so that timers interleave" (`init_cfs_bandwidth`). So the
+//!   VMs of one period refill together; since 6.4 (so in 6.8 and 6.18) each group's first expiry
+//!   is a random point of the default 100 ms period, "so that timers interleave"
+//!   (`init_cfs_bandwidth`, at the group's creation). So the
 //!   first refill comes within the first period, and a run holds its first pool besides a refill
 //!   for each period: a VM that can spend its quota gets up to a tenth more CPU time in ten
 //!   periods than ten quotas. The phase also decides whether the pCPUs run dry at one tick or
@@ -53,11 +54,13 @@
 //! - The timer never idles (a group that uses nothing for a period stops it; a restart finds
 //!   the pool full in both versions, refilled at the restart in 3.19 and at the last expiry
 //!   before it in 6.8, which is what a timer that goes on gives); budget given to a pCPU never
-//!   expires (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime` pushed a pCPU's deadline on by a
-//!   tick at each refill, so in effect it did not expire either), but 3.19 takes back at
+//!   expires (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime`, at each accounting past a pCPU's
+//!   deadline, pushed the deadline on by a tick, so in effect it did not expire either), but
+//!   3.19 takes back at
 //!   `return_cfs_rq_runtime` only budget issued since the last refill (older spare budget is
-//!   trimmed and lost); a throttled pCPU is unthrottled at once, where the kernel sends it an
-//!   IPI.
+//!   trimmed and lost), and fires its slack timer on a 5 ms grid of the host's clock, 0-5 ms
+//!   after budget comes back (5 ms after, since 5.x); a throttled pCPU is unthrottled at once,
+//!   where the kernel sends it an IPI.
 //! - Linux 6.18 throttles task by task (`throttle_cfs_rq` no longer dequeues the group): the
 //!   VM's vCPUs stay queued, a vCPU picked while the VM is throttled gets a task work
 //!   (`task_throttle_setup_work`), and at its next VM entry, where KVM runs pending task work
@@ -65,7 +68,8 @@
 //!   VM still is. So each runs its switch-in a moment more, charged to the VM; a directed yield
 //!   to one succeeds; and a balancer may move one to a pCPU where the VM is not throttled
 //!   (`lb_throttled_hierarchy` looks at the destination only). A vCPU picked again while in guest
-//!   mode pays a VM exit first. A vCPU halt-polling when its VM is throttled stops polling and
+//!   mode pays a VM exit first (and an entry, which one held there pays without entering). An
+//!   IPI for a vCPU that will be held waits, as interrupts are injected at entry. A vCPU halt-polling when its VM is throttled stops polling and
 //!   blocks, as before 6.18. A pick that finishes the dequeue of a delayed vCPU returns the VM's
 //!   spare budget, as `dequeue_entity` does once the VM has no thread left on the pCPU.
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
@@ -86,6 +90,8 @@ const MIN_EXPIRATION_NS: u64 = 2_000_000;
 /// The RNG stream of the period timers' phases (vCPUs use 1..2^32, `interruptions` 2^32 + p,
 /// credit1's first slices 2^33 + p).
 const PERIOD_PHASE_STREAM: u64 = 3 << 32;
+/// `default_cfs_period`: the period a group has when it is created (ns).
+const DEFAULT_PERIOD_NS: u64 = 100_000_000;
 /// The host's clock at the start of a run is drawn below this (about 18 minutes): far more than
 /// the longest period (1 s), so the phase it gives each timer is uniform.
 const BOOT_CLOCK_RANGE_NS: u64 = 1 << 40;
@@ -114,12 +120,14 @@ pub(crate) struct Bandwidth {
     /// was given some (3.19's `runtime_expires`, read only there: [`Sim::return_spare_runtime`]).
     refills: u64,
     issued_in: Vec<u64>,
+    /// The host's clock at the start of the run: 3.19's slack timer fires on a grid of it.
+    boot_ns: Time,
 }
 
 impl Bandwidth {
     /// A quota set at time 0 with a full pool, whose period timer first fires at `first_refill`
-    /// (in `(0, period]`, [`first_refills`]).
-    pub(crate) fn new(c: &CpuMax, pcpus: usize, first_refill: Time) -> Self {
+    /// (in `(0, period]`), on a host whose clock read `boot_ns` then ([`timer_phases`]).
+    pub(crate) fn new(c: &CpuMax, pcpus: usize, first_refill: Time, boot_ns: Time) -> Self {
         let (quota, period) = (c.quota_us * 1000, c.period_us * 1000);
         debug_assert!((1..=period).contains(&first_refill));
         Bandwidth {
@@ -135,6 +143,7 @@ impl Bandwidth {
             uncharged: vec![0; pcpus],
             refills: 0,
             issued_in: vec![0; pcpus],
+            boot_ns,
         }
     }
 
@@ -151,24 +160,26 @@ impl Bandwidth {
     }
 }
 
-/// Where each VM's period timer first fires, counted from the start of the run, which falls at a
-/// random moment of the host's clock (`boot_ns` since boot). The timer fires at fixed points of
+/// The host's clock when the run starts (`boot_ns`, a random moment), and where each VM's period
+/// timer first fires, counted from the start of the run. The timer fires at fixed points of
 /// that clock: 3.19 forwards an expiry that starts at 0 by whole periods (`start_bandwidth_timer`
-/// → `hrtimer_forward`), so groups of one period refill together; since Linux 6.3 (so in 6.8 and
-/// 6.18) `init_cfs_bandwidth` sets each group's first expiry at a random point of a period ("so
-/// that timers interleave"), and `start_cfs_bandwidth` forwards it the same way. `cpu_max` is
-/// each VM's quota, if any; the draws come from one stream of the run's seed.
-pub(crate) fn first_refills(cpu_max: &[Option<&CpuMax>], scheduler: SchedulerKind, seed: u64) -> Vec<Option<Time>> {
+/// → `hrtimer_forward`), so groups of one period refill together; since Linux 6.4 (so in 6.8 and
+/// 6.18) `init_cfs_bandwidth` sets each group's first expiry at a random point of the default
+/// period, 100 ms, as the group is created ("so that timers interleave"), and
+/// `start_cfs_bandwidth` forwards it by the group's own period. `cpu_max` is each VM's quota, if
+/// any; the draws come from one stream of the run's seed.
+pub(crate) fn timer_phases(cpu_max: &[Option<&CpuMax>], scheduler: SchedulerKind, seed: u64) -> (Time, Vec<Option<Time>>) {
     let mut rng = Rng::stream(seed, PERIOD_PHASE_STREAM);
     let boot_ns = rng.below(BOOT_CLOCK_RANGE_NS);
-    cpu_max
+    let first_refills = cpu_max
         .iter()
         .map(|c| {
             let period = (*c)?.period_us * 1000;
-            let first_expiry = if scheduler == SchedulerKind::Cfs { 0 } else { rng.below(period) };
+            let first_expiry = if scheduler == SchedulerKind::Cfs { 0 } else { rng.below(DEFAULT_PERIOD_NS) % period };
             Some(period - (boot_ns + period - first_expiry) % period)
         })
-        .collect()
+        .collect();
+    (boot_ns, first_refills)
 }
 
 impl Sim {
@@ -334,10 +345,18 @@ impl Sim {
         let vc = &self.vcpus[n as usize];
         if next == prev && vc.active && vc.host_work.is_none() {
             self.stop_segment(n);
-            let exit = self.costs.vm_exit;
-            self.vcpus[n as usize].host_work = Some(HostWork { remaining: exit, after: After::Nothing });
+            let exit_and_entry = self.costs.vm_exit + self.costs.vm_entry;
+            self.vcpus[n as usize].host_work = Some(HostWork { remaining: exit_and_entry, after: After::Nothing });
             self.run_vcpu(n);
         }
+    }
+
+    /// Linux 6.18: running vCPU `v` will be held at its next VM entry (its task work is pending
+    /// and its VM throttled on its pCPU), so an IPI for it waits: interrupts are injected at
+    /// entry, and the task work runs before it.
+    pub(crate) fn held_at_next_entry(&self, v: u32) -> bool {
+        let vc = &self.vcpus[v as usize];
+        vc.throttle_work && self.is_throttled(vc.vm, vc.pcpu)
     }
 
     /// Linux 6.18's `throttle_cfs_rq_work`, where running vCPU `v`'s host work would end in a VM
@@ -447,7 +466,15 @@ impl Sim {
         let refill_soon = b.next_refill - now < SLACK_PERIOD_NS + MIN_EXPIRATION_NS;
         if b.pool > SLICE_NS && !b.order.is_empty() && !refill_soon && !b.slack_armed {
             b.slack_armed = true;
-            self.q.push(now + SLACK_PERIOD_NS, Event::BandwidthSlack { vm });
+            // 3.19 forwards the slack timer by whole slack periods of the host's clock
+            // (`start_bandwidth_timer`), so it fires 0-5 ms later; since 5.x, 5 ms later.
+            let at = if only_current {
+                let clock = b.boot_ns + now;
+                now + SLACK_PERIOD_NS - clock % SLACK_PERIOD_NS
+            } else {
+                now + SLACK_PERIOD_NS
+            };
+            self.q.push(at, Event::BandwidthSlack { vm });
         }
     }
 
@@ -663,7 +690,7 @@ mod tests {
     fn the_period_timer_fires_at_fixed_points_of_the_hosts_clock_whose_phase_is_random() {
         let c = |period_us| CpuMax { quota_us: 1000, period_us };
         let (a, b) = (c(100_000), c(50_000));
-        let phases = |scheduler, seed| super::first_refills(&[Some(&a), None, Some(&a), Some(&b)], scheduler, seed);
+        let phases = |scheduler, seed| super::timer_phases(&[Some(&a), None, Some(&a), Some(&b)], scheduler, seed).1;
         for seed in 1..=20 {
             // Linux 3.19: every timer at whole periods of the clock, so groups of one period
             // refill together, and one of half that period at the same points or between.
@@ -673,7 +700,7 @@ mod tests {
             assert_eq!(old[0].unwrap() % (50 * MS), old[3].unwrap() % (50 * MS), "seed {seed}: {old:?}");
             assert_eq!(old, phases(SchedulerKind::Cfs, seed), "seed {seed}: drawn from the seed");
         }
-        // Since 6.3 each group's timer has its own random offset: equal periods interleave.
+        // Since 6.4 each group's timer has its own random offset: equal periods interleave.
         let apart = (1..=20).filter(|&seed| {
             let new = phases(SchedulerKind::Eevdf, seed);
             new[0] != new[2]
@@ -780,6 +807,48 @@ mod tests {
         let mut s = busy_with_an_empty_pool("eevdf");
         s.schedule(0);
         assert_eq!(quota(&s).held[0], vec![0, 1]);
+    }
+
+    #[test]
+    fn in_6_18_an_ipi_waits_for_a_vcpu_that_will_be_held_at_its_vm_entry() {
+        // As above: vCPU 0 of `q`, picked again on pCPU 0 while `q` is throttled there, has its
+        // task work pending. An IPI from vCPU 1 is not handled before the entry (interrupts are
+        // injected there), and the vCPU is held with it still pending.
+        let mut s = host("eevdf-6.18", 2, 1000);
+        s.pcpus[0].curr = Some(0);
+        s.pcpus[0].queued = vec![2];
+        s.vcpus[0].host = HostState::Running;
+        (s.vcpus[2].host, s.vcpus[2].pcpu) = (HostState::Runnable, 0);
+        (s.vcpus[0].se.vruntime, s.vcpus[0].se.deadline) = (10 * MS, 11 * MS);
+        (s.vcpus[2].se.vruntime, s.vcpus[2].se.deadline) = (10 * MS, 20 * MS);
+        s.vcpus[0].se.exec_start = 0;
+        (quota_mut(&mut s).pool, quota_mut(&mut s).budget[0]) = (0, -1);
+        s.schedule(0);
+        assert!(s.held_at_next_entry(0));
+        s.deliver_ipi(1, 0);
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1]);
+        assert!(s.throttle_at_entry(0));
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1]);
+        assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "no acknowledgement queued");
+    }
+
+    #[test]
+    fn linux_3_19_fires_the_slack_timer_on_a_grid_of_the_hosts_clock() {
+        for (scheduler, grid) in [("cfs", true), ("eevdf", false)] {
+            let mut s = host(scheduler, 2, 8000);
+            let b = quota_mut(&mut s);
+            (b.pool, b.budget, b.next_refill) = (2_500_000, vec![4 * MS as i64, -1], 10 * MS);
+            s.throttle(0, 1);
+            s.now = 1_234_567;
+            s.return_spare_runtime(0, 0);
+            let boot_ns = quota(&s).boot_ns;
+            let at = std::iter::from_fn(|| s.q.pop()).find(|&(_, e)| e == Event::BandwidthSlack { vm: 0 }).map(|(t, _)| t).unwrap();
+            if grid {
+                assert!((boot_ns + at) % (5 * MS) == 0 && at > s.now && at <= s.now + 5 * MS, "{scheduler}: {at}");
+            } else {
+                assert_eq!(at, s.now + 5 * MS, "{scheduler}");
+            }
+        }
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl Sim {
         let (host, polling) = (t.host, self.polling(to));
         match host {
             HostState::Running if polling => self.poll_succeeds(to),
-            HostState::Running if !halting => {
+            HostState::Running if !halting && !self.held_at_next_entry(to) => {
                 self.stop_segment(to);
                 let t = &mut self.vcpus[to as usize];
                 if t.host_work.is_none() {

@@ -298,8 +298,9 @@ impl Sim {
                 .then(|| crate::gang::Gang::new(&sc.vms, n, sc.hypervisor.gang.clone().unwrap_or_default().slice_ms)),
             bandwidth: if sc.vms.iter().any(|vm| vm.cpu_max.is_some()) {
                 let cpu_max: Vec<_> = sc.vms.iter().map(|vm| vm.cpu_max.as_ref()).collect();
-                let first_refills = crate::bandwidth::first_refills(&cpu_max, sc.hypervisor.scheduler, sc.seed);
-                cpu_max.iter().zip(first_refills).map(|(c, at)| Some(crate::bandwidth::Bandwidth::new((*c)?, n as usize, at?))).collect()
+                let (boot_ns, first_refills) = crate::bandwidth::timer_phases(&cpu_max, sc.hypervisor.scheduler, sc.seed);
+                let quota = |(c, at): (&Option<&crate::scenario::CpuMax>, Option<Time>)| Some(crate::bandwidth::Bandwidth::new((*c)?, n as usize, at?, boot_ns));
+                cpu_max.iter().zip(first_refills).map(quota).collect()
             } else {
                 Vec::new()
             },
@@ -676,8 +677,18 @@ impl Sim {
         if let Some(hw) = vc.host_work.take() {
             // Host work ends with a VM entry, after which the CPU counts a new PAUSE loop.
             vc.ple_spun_ns = 0;
-            if hw.after == After::Nothing && std::mem::take(&mut vc.throttle_work) && self.throttle_at_entry(v) {
-                return;
+            if hw.after == After::Nothing && std::mem::take(&mut vc.throttle_work) {
+                if self.throttle_at_entry(v) {
+                    return;
+                }
+                // Not held after all (the VM got budget meanwhile): the IPIs that waited for the
+                // entry are handled now.
+                if !self.vcpus[v as usize].pending_ipis.is_empty() {
+                    self.vcpus[v as usize].host_work = Some(HostWork { remaining: 0, after: After::Nothing });
+                    self.handle_pending_ipis(v);
+                    self.continue_if_running(v);
+                    return;
+                }
             }
             self.after_host_work(v, hw.after);
         } else if let Act::Delayed { req, .. } = vc.act {
