@@ -32,46 +32,48 @@
 //! stays throttled longer.
 //!
 //! Model choices, where the kernel differs or is silent:
-//! - The run queues are flat, as everywhere in this host model: a VM's vCPUs compete as threads,
-//!   not as one group entity per pCPU, so unthrottled vCPUs are placed one by one, as woken
-//!   threads are (`place_entity` with `ENQUEUE_WAKEUP` is what the kernel does for the group).
+//! - The run queues are flat, as everywhere in this host model: a VM's vCPUs compete as
+//!   threads, not as one group entity per pCPU, so unthrottled vCPUs are placed one by one, as
+//!   woken threads are (`place_entity` with `ENQUEUE_WAKEUP` is what the kernel does for the
+//!   group).
 //! - A spent budget is noticed at an `update_curr` of the VM's own run queue on the pCPU: its
-//!   tick, `schedule()`, and the enqueue or dequeue of one of its own vCPUs there, where the tick
-//!   is the usual moment; so a CFS tick runs with one thread too when a VM has a quota. The
-//!   wake-up or move of another VM's vCPU updates only the root and that VM's run queue: the
-//!   running VM's time since its last charge waits for its own next update (`update_curr_for`
-//!   in `scheduler.rs`), and may overrun by up to a tick per pCPU, repaid in the next period.
+//!   tick, `schedule()`, and the enqueue or dequeue of one of its own vCPUs there, where the
+//!   tick is the usual moment; so a CFS tick runs with one thread too when a VM has a quota.
+//!   The wake-up or move of another VM's vCPU updates only the root and that VM's run queue:
+//!   the running VM's time since its last charge waits for its own next update
+//!   (`update_curr_for` in `scheduler.rs`), and may overrun by up to a tick per pCPU, repaid in
+//!   the next period.
 //! - A run starts as the quota is set (`tg_set_cfs_bandwidth`): a full pool. The period timer
 //!   fires at fixed points of the host's clock, whose reading at the start of the run is random
 //!   (drawn from the seed): Linux 3.19 forwards an expiry that starts at 0 by whole periods, so
-//!   VMs of one period refill together; since 6.4 (so in 6.8 and 6.18) each group's first expiry
-//!   is a random point of the default 100 ms period, "so that timers interleave"
-//!   (`init_cfs_bandwidth`, at the group's creation). So the
-//!   first refill comes within the first period, and a run holds its first pool besides a refill
-//!   for each period: a VM that can spend its quota gets up to a tenth more CPU time in ten
-//!   periods than ten quotas. The phase also decides whether the pCPUs run dry at one tick or
-//!   at several (`tests/host_scheduler.rs`); measure over seeds.
+//!   VMs of one period refill together; since 6.4 (so in 6.8 and 6.18) each group's first
+//!   expiry is a random point of the default 100 ms period, "so that timers interleave"
+//!   (`init_cfs_bandwidth`, at the group's creation). So the first refill comes within the
+//!   first period, and a run holds its first pool besides a refill for each period: a VM that
+//!   can spend its quota gets up to a tenth more CPU time in ten periods than ten quotas. The
+//!   phase also decides whether the pCPUs run dry at one tick or at several
+//!   (`tests/host_scheduler.rs`); measure over seeds.
 //! - The timer never idles (a group that uses nothing for a period stops it; a restart finds
 //!   the pool full in both versions, refilled at the restart in 3.19 and at the last expiry
 //!   before it in 6.8, which is what a timer that goes on gives); budget given to a pCPU never
-//!   expires (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime`, at each accounting past a pCPU's
-//!   deadline, pushed the deadline on by a tick, so in effect it did not expire either), but
-//!   3.19 takes back at
-//!   `return_cfs_rq_runtime` only budget issued since the last refill (older spare budget is
-//!   trimmed and lost), and fires its slack timer on a 5 ms grid of the host's clock, 0-5 ms
-//!   after budget comes back (5 ms after, since 5.x); a throttled pCPU is unthrottled at once,
-//!   where the kernel sends it an IPI.
+//!   expires (Linux since 5.4; in 3.19 `expire_cfs_rq_runtime`, at each accounting past a
+//!   pCPU's deadline, pushed the deadline on by a tick, so in effect it did not expire either),
+//!   but 3.19 takes back at `return_cfs_rq_runtime` only budget issued since the last refill
+//!   (older spare budget is trimmed and lost), and fires its slack timer on a 5 ms grid of the
+//!   host's clock, 0-5 ms after budget comes back (5 ms after, since 5.x); a throttled pCPU is
+//!   unthrottled at once, where the kernel sends it an IPI.
 //! - Linux 6.18 throttles task by task (`throttle_cfs_rq` no longer dequeues the group): the
 //!   VM's vCPUs stay queued, a vCPU picked while the VM is throttled gets a task work
 //!   (`task_throttle_setup_work`), and at its next VM entry, where KVM runs pending task work
-//!   (`xfer_to_guest_mode_handle_work`), it is dequeued and held (`throttle_cfs_rq_work`) if the
-//!   VM still is. So each runs its switch-in a moment more, charged to the VM; a directed yield
-//!   to one succeeds; and a balancer may move one to a pCPU where the VM is not throttled
-//!   (`lb_throttled_hierarchy` looks at the destination only). A vCPU picked again while in guest
-//!   mode pays a VM exit first (and an entry, which one held there pays without entering). An
-//!   IPI for a vCPU that will be held waits, as interrupts are injected at entry. A vCPU halt-polling when its VM is throttled stops polling and
-//!   blocks, as before 6.18. A pick that finishes the dequeue of a delayed vCPU returns the VM's
-//!   spare budget, as `dequeue_entity` does once the VM has no thread left on the pCPU.
+//!   (`xfer_to_guest_mode_handle_work`), it is dequeued and held (`throttle_cfs_rq_work`) if
+//!   the VM still is. So each runs its switch-in a moment more, charged to the VM; a directed
+//!   yield to one succeeds; and a balancer may move one to a pCPU where the VM is not throttled
+//!   (`lb_throttled_hierarchy` looks at the destination only). A vCPU picked again while in
+//!   guest mode pays a VM exit first (and an entry, which one held there pays without
+//!   entering). An IPI for a vCPU that will be held waits, as interrupts are injected at entry.
+//!   A vCPU halt-polling when its VM is throttled stops polling and blocks, as before 6.18. A
+//!   pick that finishes the dequeue of a delayed vCPU returns the VM's spare budget, as
+//!   `dequeue_entity` does once the VM has no thread left on the pCPU.
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
 //!   running.
 use crate::engine::{Event, Rng, Time};
@@ -377,8 +379,8 @@ impl Sim {
     }
 
     /// Hold the runnable, not running vCPU `v` off `p`'s run queue. Its lag (EEVDF) is what it
-    /// had when it left a run queue: taken at the throttle, when it halted, or at the pCPU a
-    /// balancer took it from.
+    /// had when it left a run queue: taken at the throttle (6.18: at its VM entry), when it
+    /// halted, or at the pCPU a balancer took it from.
     fn hold(&mut self, vm: u32, p: u32, v: u32) {
         self.clear_buddies(p, v);
         let vc = &mut self.vcpus[v as usize];
@@ -563,10 +565,11 @@ impl Sim {
         self.scheduler == SchedulerKind::Cfs && !self.bandwidth.is_empty()
     }
 
-    /// Every quota's books balance: a throttled pCPU has an empty budget and (before 6.18) none of
-    /// the VM's vCPUs running or queued, a held vCPU is runnable on that pCPU, and no pCPU's budget exceeds a
-    /// slice. (The pool may exceed the quota between refills, with budget returned from an
-    /// earlier period, as in the kernel since budgets stopped expiring.)
+    /// Every quota's books balance: a throttled pCPU has an empty budget and (before 6.18) none
+    /// of the VM's vCPUs running or queued, a held vCPU is runnable on that pCPU, no pCPU's
+    /// budget exceeds a slice, and uncharged time waits only where the VM runs. (The pool may
+    /// exceed the quota between refills, with budget returned from an earlier period, as in the
+    /// kernel since budgets stopped expiring.)
     pub(crate) fn audit_bandwidth(&mut self) {
         let mut found = Vec::new();
         for (vm, b) in self.bandwidth.iter().enumerate() {
