@@ -782,9 +782,9 @@ mod tests {
         assert_eq!((s.vcpus[0].se.vlag, s.vcpus[1].se.vlag), (-2 * MS as i64, 2 * MS as i64));
     }
 
-    #[test]
-    fn in_6_18_a_throttled_vms_vcpus_stay_queued_and_each_is_held_at_its_next_vm_entry() {
-        // vCPU 0 of `q` runs on pCPU 0 beside `o`'s vCPU 2, and `q` has spent its budget there.
+    /// Linux 6.18: vCPU 0 of `q` ran on pCPU 0 beside `o`'s vCPU 2 and spent `q`'s budget
+    /// there; `schedule()` throttled `q` and picked vCPU 0 again (the earlier deadline).
+    fn repicked_while_throttled() -> Sim {
         let mut s = host("eevdf-6.18", 2, 1000);
         s.pcpus[0].curr = Some(0);
         s.pcpus[0].queued = vec![2];
@@ -796,8 +796,14 @@ mod tests {
         let b = quota_mut(&mut s);
         (b.pool, b.budget[0]) = (0, -1);
         s.schedule(0);
-        // Throttled, but nothing leaves the run queue: vCPU 0, picked again (the earlier
-        // deadline), gets the task work, and is no one a balancer must leave alone on pCPU 0.
+        s
+    }
+
+    #[test]
+    fn in_6_18_a_throttled_vms_vcpus_stay_queued_and_each_is_held_at_its_next_vm_entry() {
+        let mut s = repicked_while_throttled();
+        // Throttled, but nothing leaves the run queue: vCPU 0, picked again, gets the task work,
+        // and is no one a balancer must leave alone on pCPU 0.
         assert!(quota(&s).throttled[0] && quota(&s).held[0].is_empty());
         assert_eq!(s.pcpus[0].curr, Some(0));
         assert!(s.vcpus[0].throttle_work && !s.is_held(0));
@@ -814,19 +820,10 @@ mod tests {
 
     #[test]
     fn in_6_18_an_ipi_waits_for_a_vcpu_that_will_be_held_at_its_vm_entry() {
-        // As above: vCPU 0 of `q`, picked again on pCPU 0 while `q` is throttled there, has its
-        // task work pending. An IPI from vCPU 1 is not handled before the entry (interrupts are
+        // vCPU 0 of `q`, picked again on pCPU 0 while `q` is throttled there, has its task work
+        // pending. An IPI from vCPU 1 is not handled before the entry (interrupts are
         // injected there), and the vCPU is held with it still pending.
-        let mut s = host("eevdf-6.18", 2, 1000);
-        s.pcpus[0].curr = Some(0);
-        s.pcpus[0].queued = vec![2];
-        s.vcpus[0].host = HostState::Running;
-        (s.vcpus[2].host, s.vcpus[2].pcpu) = (HostState::Runnable, 0);
-        (s.vcpus[0].se.vruntime, s.vcpus[0].se.deadline) = (10 * MS, 11 * MS);
-        (s.vcpus[2].se.vruntime, s.vcpus[2].se.deadline) = (10 * MS, 20 * MS);
-        s.vcpus[0].se.exec_start = 0;
-        (quota_mut(&mut s).pool, quota_mut(&mut s).budget[0]) = (0, -1);
-        s.schedule(0);
+        let mut s = repicked_while_throttled();
         assert!(s.held_at_next_entry(0));
         s.deliver_ipi(1, 0);
         assert_eq!(s.vcpus[0].pending_ipis, vec![1]);
