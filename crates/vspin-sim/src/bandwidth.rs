@@ -77,7 +77,7 @@
 //! - Throttled time counts as `waiting` in the time breakdown: the vCPU is runnable and not
 //!   running.
 use crate::engine::{Event, Rng, Time};
-use crate::scenario::{CpuMax, SchedulerKind};
+use crate::scenario::{CpuMax, Scenario, SchedulerKind};
 use crate::simulation::Sim;
 use crate::vcpu::{After, HostState, HostWork};
 
@@ -129,7 +129,7 @@ pub(crate) struct Bandwidth {
 impl Bandwidth {
     /// A quota set at time 0 with a full pool, whose period timer first fires at `first_refill`
     /// (in `(0, period]`), on a host whose clock read `boot_ns` then ([`timer_phases`]).
-    pub(crate) fn new(c: &CpuMax, pcpus: usize, first_refill: Time, boot_ns: Time) -> Self {
+    fn new(c: &CpuMax, pcpus: usize, first_refill: Time, boot_ns: Time) -> Self {
         let (quota, period) = (c.quota_us * 1000, c.period_us * 1000);
         debug_assert!((1..=period).contains(&first_refill));
         Bandwidth {
@@ -162,6 +162,16 @@ impl Bandwidth {
     }
 }
 
+/// Each VM's quota, if it has one (none at all if no VM has), with its period timer's phase.
+pub(crate) fn quotas(sc: &Scenario, pcpus: usize) -> Vec<Option<Bandwidth>> {
+    if sc.vms.iter().all(|vm| vm.cpu_max.is_none()) {
+        return Vec::new();
+    }
+    let cpu_max: Vec<Option<&CpuMax>> = sc.vms.iter().map(|vm| vm.cpu_max.as_ref()).collect();
+    let (boot_ns, first_refills) = timer_phases(&cpu_max, sc.hypervisor.scheduler, sc.seed);
+    cpu_max.iter().zip(first_refills).map(|(c, at)| Some(Bandwidth::new((*c)?, pcpus, at?, boot_ns))).collect()
+}
+
 /// The host's clock when the run starts (`boot_ns`, a random moment), and where each VM's period
 /// timer first fires, counted from the start of the run. The timer fires at fixed points of
 /// that clock: 3.19 forwards an expiry that starts at 0 by whole periods (`start_bandwidth_timer`
@@ -170,7 +180,7 @@ impl Bandwidth {
 /// period, 100 ms, as the group is created ("so that timers interleave"), and
 /// `start_cfs_bandwidth` forwards it by the group's own period. `cpu_max` is each VM's quota, if
 /// any; the draws come from one stream of the run's seed.
-pub(crate) fn timer_phases(cpu_max: &[Option<&CpuMax>], scheduler: SchedulerKind, seed: u64) -> (Time, Vec<Option<Time>>) {
+fn timer_phases(cpu_max: &[Option<&CpuMax>], scheduler: SchedulerKind, seed: u64) -> (Time, Vec<Option<Time>>) {
     let mut rng = Rng::stream(seed, PERIOD_PHASE_STREAM);
     let boot_ns = rng.below(BOOT_CLOCK_RANGE_NS);
     let first_refills = cpu_max
@@ -279,31 +289,32 @@ impl Sim {
         }
     }
 
-    /// `throttle_cfs_rq`: VM `vm`'s vCPUs leave `p`'s run queue. A vCPU halt-polling there stops
-    /// polling and blocks (`kvm_vcpu_can_poll` sees the reschedule); a running one is
-    /// descheduled and held with the queued ones. Under EEVDF each keeps its lag, taken while
+    /// `throttle_cfs_rq`: VM `vm`'s vCPUs leave `p`'s run queue (in 6.18, one by one, later). A
+    /// vCPU halt-polling there stops polling and blocks; a running one is descheduled and held
+    /// with the queued ones. Under EEVDF each keeps its lag, taken while
     /// all of them still count in the run queue's average (`update_entity_lag` before the
     /// dequeue). Every caller has charged the running vCPU (`update_curr`) already.
     fn throttle(&mut self, vm: u32, p: u32) {
         self.mark_throttled(vm, p);
-        if self.task_based_throttle() {
-            return self.throttle_tasks(vm, p);
-        }
-        let of_vm = |s: &Sim, list: &[u32]| list.iter().copied().filter(|&q| s.vcpus[q as usize].vm == vm).collect::<Vec<u32>>();
         let running = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm);
         let polling = running.filter(|&c| self.polling(c));
+        if self.task_based_throttle() {
+            // Linux 6.18: the VM's vCPUs stay queued, each held when it next gets to its VM
+            // entry ([`Sim::set_throttle_work`], [`Sim::throttle_at_entry`]).
+            if let Some(c) = polling {
+                self.poller_blocks(c);
+            }
+            return;
+        }
         let running = running.filter(|_| polling.is_none());
-        let queued = of_vm(self, &self.pcpus[p as usize].queued);
-        let delayed = of_vm(self, &self.pcpus[p as usize].delayed);
+        let queued: Vec<u32> = self.pcpus[p as usize].queued.iter().copied().filter(|&q| self.vcpus[q as usize].vm == vm).collect();
         if self.scheduler.is_eevdf() {
-            for &v in running.iter().chain(&queued).chain(&delayed) {
+            for &v in running.iter().chain(&queued) {
                 self.save_lag(p, v);
             }
         }
         if let Some(c) = polling {
-            self.stop_segment(c);
-            self.vcpus[c as usize].host_work = None;
-            self.put_to_sleep(c);
+            self.poller_blocks(c);
         }
         if let Some(c) = running {
             self.stop_running(c);
@@ -314,25 +325,14 @@ impl Sim {
         for v in queued {
             self.hold(vm, p, v);
         }
-        // 6.18: the VM's blocked vCPUs still queued there as delayed finish their dequeue, as
-        // when the pick meets one (`DELAY_ZERO`).
-        self.pcpus[p as usize].delayed.retain(|d| !delayed.contains(d));
-        for v in delayed {
-            let se = &mut self.vcpus[v as usize].se;
-            se.vlag = se.vlag.min(0);
-        }
     }
 
-    /// Linux 6.18's `throttle_cfs_rq`: the VM's vCPUs stay queued on `p`, and each is held when
-    /// it next gets there ([`Sim::throttle_at_entry`]). A vCPU halt-polling there stops polling
-    /// and blocks, as before 6.18.
-    fn throttle_tasks(&mut self, vm: u32, p: u32) {
-        let polling = self.pcpus[p as usize].curr.filter(|&c| self.vcpus[c as usize].vm == vm && self.polling(c));
-        if let Some(c) = polling {
-            self.stop_segment(c);
-            self.vcpus[c as usize].host_work = None;
-            self.put_to_sleep(c);
-        }
+    /// A vCPU halt-polling on a pCPU where its VM is throttled stops polling and blocks
+    /// (`kvm_vcpu_can_poll` sees the reschedule); the caller schedules.
+    fn poller_blocks(&mut self, c: u32) {
+        self.stop_segment(c);
+        self.vcpus[c as usize].host_work = None;
+        self.put_to_sleep(c);
     }
 
     /// Linux 6.18, at `schedule()` on `p`: `next` was picked, so if its VM is throttled there it
@@ -454,14 +454,14 @@ impl Sim {
         if self.bandwidth_of(vm).is_none() || self.vm_on(vm, p) {
             return;
         }
-        let (now, only_current) = (self.now, self.scheduler == SchedulerKind::Cfs);
+        let (now, linux_3_19) = (self.now, self.scheduler == SchedulerKind::Cfs);
         let b = self.bandwidth_of(vm).expect("a VM with a quota");
         let spare = b.budget[p as usize] - MIN_KEPT_NS;
         if spare <= 0 {
             return;
         }
         b.budget[p as usize] -= spare;
-        if only_current && b.issued_in[p as usize] != b.refills {
+        if linux_3_19 && b.issued_in[p as usize] != b.refills {
             return;
         }
         b.pool += spare as u64;
@@ -470,7 +470,7 @@ impl Sim {
             b.slack_armed = true;
             // 3.19 forwards the slack timer by whole slack periods of the host's clock
             // (`start_bandwidth_timer`), so it fires 0-5 ms later; since 5.x, 5 ms later.
-            let at = if only_current {
+            let at = if linux_3_19 {
                 let clock = b.boot_ns + now;
                 now + SLACK_PERIOD_NS - clock % SLACK_PERIOD_NS
             } else {

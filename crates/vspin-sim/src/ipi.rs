@@ -148,18 +148,22 @@ impl Sim {
         let (host, polling) = (t.host, self.polling(to));
         match host {
             HostState::Running if polling => self.poll_succeeds(to),
-            HostState::Running if !halting && !self.held_at_next_entry(to) => {
-                self.stop_segment(to);
-                let t = &mut self.vcpus[to as usize];
-                if t.host_work.is_none() {
-                    t.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
-                }
-                self.handle_pending_ipis(to);
-                self.continue_if_running(to);
-            }
+            HostState::Running if !halting && !self.held_at_next_entry(to) => self.handle_ipis_now(to),
             HostState::Running | HostState::Runnable => {}
             HostState::Blocked => self.wake(to),
         }
+    }
+
+    /// The running vCPU `v` handles its pending IPIs now: an exit, the handlers and a VM entry,
+    /// after any host work it was doing.
+    pub(crate) fn handle_ipis_now(&mut self, v: u32) {
+        self.stop_segment(v);
+        let vc = &mut self.vcpus[v as usize];
+        if vc.host_work.is_none() {
+            vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
+        }
+        self.handle_pending_ipis(v);
+        self.continue_if_running(v);
     }
 
     /// Add the handling of every pending IPI to the vCPU's host work; each is acknowledged when

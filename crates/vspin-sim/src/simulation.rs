@@ -296,14 +296,7 @@ impl Sim {
                 .then(|| crate::credit1::Credit1::new(&sc.hypervisor.credit1.clone().unwrap_or_default())),
             gang: (sc.hypervisor.scheduler == SchedulerKind::Gang)
                 .then(|| crate::gang::Gang::new(&sc.vms, n, sc.hypervisor.gang.clone().unwrap_or_default().slice_ms)),
-            bandwidth: if sc.vms.iter().any(|vm| vm.cpu_max.is_some()) {
-                let cpu_max: Vec<_> = sc.vms.iter().map(|vm| vm.cpu_max.as_ref()).collect();
-                let (boot_ns, first_refills) = crate::bandwidth::timer_phases(&cpu_max, sc.hypervisor.scheduler, sc.seed);
-                let quota = |(c, at): (&Option<&crate::scenario::CpuMax>, Option<Time>)| Some(crate::bandwidth::Bandwidth::new((*c)?, n as usize, at?, boot_ns));
-                cpu_max.iter().zip(first_refills).map(quota).collect()
-            } else {
-                Vec::new()
-            },
+            bandwidth: crate::bandwidth::quotas(sc, n as usize),
             pcpus: (0..n).map(|_| Pcpu::idle()).collect(),
             topology,
             idle_states: h.idle_states.clone(),
@@ -684,10 +677,7 @@ impl Sim {
                 // Not held after all (the VM got budget meanwhile): the IPIs that waited for the
                 // entry are handled now.
                 if !self.vcpus[v as usize].pending_ipis.is_empty() {
-                    self.vcpus[v as usize].host_work = Some(HostWork { remaining: 0, after: After::Nothing });
-                    self.handle_pending_ipis(v);
-                    self.continue_if_running(v);
-                    return;
+                    return self.handle_ipis_now(v);
                 }
             }
             self.after_host_work(v, hw.after);
