@@ -8,7 +8,7 @@
 //! which is the same cache line as in the paper's `arch_spinlock_t`.
 //!
 //! ```text
-//!   word = [ tail:16 | 0:8 | shift:8 | 0:16 | head:16 ]     threshold = 2^(15 + shift)
+//!   word = [ tail:24 | shift:8 | 0:8 | head:24 ]     threshold = 2^(15 + shift)
 //!
 //!   lock:   t = xadd(tail, 2).tail
 //!           ┌─▶ spin ≤ threshold PAUSEs for head≈t ──yes──▶ HELD (clear flag if last)

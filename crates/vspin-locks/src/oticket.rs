@@ -10,8 +10,9 @@
 //!   is drawn, modulo the ticket width. The paper's `__ticket_distance` subtracts the tickets
 //!   after C promotes them to `int`: a waiter whose ticket has wrapped past 0 while `head` has
 //!   not gets a negative difference, returned as a huge `unsigned int`, and so the stock
-//!   threshold. That happens to the few waiters queued across each wrap, every 2^15 (16-bit
-//!   tickets) or 2^7 acquisitions; here they keep their opportunistic threshold.
+//!   threshold. That happens to the few waiters queued across each wrap, every 2^15
+//!   acquisitions with the kernel's 16-bit tickets (2^23 with this crate's 24-bit ones,
+//!   [`ticket`](crate::ticket)); here they keep their opportunistic threshold.
 //! - **Opportunistic wake-up.** An unlock that finds the slow-path flag kicks the waiters of the
 //!   next `OPPORTUNISTIC_WAKEUP_NCPU` tickets, not only the next one, so that they are running
 //!   and spinning again by their turn, hiding the wake-up latency.
@@ -144,6 +145,6 @@ mod tests {
     fn distance_ignores_the_flag_and_wraps() {
         assert_eq!(distance(4, 10), 3);
         assert_eq!(distance(5, 10), distance(4, 10), "the slow-path flag in head is ignored");
-        assert_eq!(distance(0xfffe, 2), 2);
+        assert_eq!(distance(0xff_fffe, 2), 2);
     }
 }

@@ -42,7 +42,7 @@ pub const TICKET_SLOWPATH_FLAG: u64 = 1;
 
 /// `__tickets_equal`: equal ignoring the slow-path flag.
 fn tickets_equal(a: u64, b: u64) -> bool {
-    (a ^ b) & !TICKET_SLOWPATH_FLAG & 0xffff == 0
+    (a ^ b) & !TICKET_SLOWPATH_FLAG & HEAD.mask() == 0
 }
 
 /// `__ticket_check_and_clear_slowpath`: once the last waiter got the lock, clear the flag so
@@ -191,19 +191,19 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     /// The flag may be cleared only when no ticket is drawn behind the new holder's; the tail
-    /// that proves it is `head + INC` inside the 16-bit field (it used to be read from bits
+    /// that proves it is `head + INC` inside the ticket field (it used to be read from bits
     /// 16.., i.e. 0, so a lock whose tail had just wrapped to 0 lost the flag with waiters
     /// halted: a lost wake-up, found by the native stress test).
     #[test]
     fn the_slow_path_flag_is_cleared_only_without_waiters_behind() {
         let p = Native::default();
-        let head = 0xfffa | TICKET_SLOWPATH_FLAG;
-        let waiters_behind = Native::word(TAIL.with(head, 0)); // tickets 0xfffc, 0xfffe drawn
+        let head = 0xff_fffa | TICKET_SLOWPATH_FLAG;
+        let waiters_behind = Native::word(TAIL.with(head, 0)); // tickets 0xff_fffc, 0xff_fffe drawn
         block_on(check_and_clear_slowpath(&p, &waiters_behind, head));
         assert_eq!(waiters_behind.load(Ordering::Relaxed), TAIL.with(head, 0), "flag kept");
-        let last = Native::word(TAIL.with(head, 0xfffc));
+        let last = Native::word(TAIL.with(head, 0xff_fffc));
         block_on(check_and_clear_slowpath(&p, &last, head));
-        assert_eq!(last.load(Ordering::Relaxed), TAIL.with(0xfffa, 0xfffc), "flag cleared");
+        assert_eq!(last.load(Ordering::Relaxed), TAIL.with(0xff_fffa, 0xff_fffc), "flag cleared");
     }
 
     /// ITICKET keeps its threshold in bits 32..40. A flag that could not be cleared while they
@@ -213,10 +213,26 @@ mod tests {
     fn bits_outside_head_and_tail_do_not_keep_the_flag_set() {
         let p = Native::default();
         let other = 1 << 32;
-        let head = 0xfffa | TICKET_SLOWPATH_FLAG;
-        let seen = TAIL.with(head, 0xfffc) | other;
+        let head = 0xff_fffa | TICKET_SLOWPATH_FLAG;
+        let seen = TAIL.with(head, 0xff_fffc) | other;
         let last = Native::word(seen);
         block_on(check_and_clear_slowpath(&p, &last, seen));
-        assert_eq!(last.load(Ordering::Relaxed), TAIL.with(0xfffa, 0xfffc) | other, "flag cleared, other bits kept");
+        assert_eq!(last.load(Ordering::Relaxed), TAIL.with(0xff_fffa, 0xff_fffc) | other, "flag cleared, other bits kept");
+    }
+
+    /// A newcomer whose ticket equals the holder's is served at once: with the kernel's 16-bit
+    /// tickets, 32,768 PV waiters (65,536 plain ones) behind a holder let the next thread in
+    /// beside it (found by a review: sleeping waiters cost nothing, so that many threads can
+    /// queue on one lock). Each `lock_fast` here draws a ticket and does not wait for it.
+    #[test]
+    fn more_waiters_than_sixteen_bit_tickets_hold_do_not_wrap_onto_the_holder() {
+        let p = Native::default();
+        let pv = PvTicketLock::<Native>::INIT;
+        let plain = crate::ticket::TicketLock::<Native>::INIT;
+        assert!(block_on(pv.lock_fast(&p)).is_ok() && block_on(plain.lock_fast(&p)).is_ok());
+        for waiter in 1..=(1 << 16) + 2 {
+            assert!(block_on(pv.lock_fast(&p)).is_err(), "PV waiter {waiter} served while the lock is held");
+            assert!(block_on(plain.lock_fast(&p)).is_err(), "waiter {waiter} served while the lock is held");
+        }
     }
 }

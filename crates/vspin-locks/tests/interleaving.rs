@@ -4,7 +4,8 @@
 //!
 //! Checked: mutual exclusion; no lost wake-up (never are all unfinished CPUs halted); FIFO
 //! hand-off for ticket locks always, and for preemptable locks when no CPU is frozen; ticket
-//! wrap-around (lock words start a few tickets before the wrap, for 8- and 16-bit tickets);
+//! wrap-around (lock words start a few tickets before the wrap: 24-bit tickets for the ticket
+//! family, 8- and 16-bit ones for the preemptable locks);
 //! queue order for qspinlocks (CPUs that joined the MCS queue acquire in the order they joined),
 //! and for the Linux 4.2 PV qspinlock that no CPU takes the lock while others are queued unless
 //! it queued itself (no lock stealing).
@@ -366,8 +367,10 @@ fn assert_queue_order(o: &Outcome) {
     assert_eq!(o.queued_acquisitions, o.queue_order, "queued CPUs acquired out of queue order");
 }
 
-/// Near the wrap point of 16-bit tickets: head = tail = 0xfff0 (also even, as PV tickets need);
-/// `head` is the lowest field and `tail` the highest of the word.
+/// Near the wrap point of the ticket family's 24-bit tickets: head = tail = 0xff_fff0 (also
+/// even, as PV tickets need); `head` is the lowest field and `tail` the highest of the word.
+const WRAP24: u64 = 0xff_fff0 << 40 | 0xff_fff0;
+/// Near the wrap point of the preemptable locks' 16-bit tickets.
 const WRAP16: u64 = 0xfff0 << 48 | 0xfff0;
 /// Near the wrap point of 8-bit tickets.
 const WRAP8: u64 = 0xf0 << 56 | 0xf0;
@@ -396,7 +399,7 @@ fn tas_yield_keeps_mutual_exclusion() {
 #[test]
 fn ticket_is_fifo_across_the_wrap() {
     for seed in 1..=8 {
-        assert_fifo(&run::<TicketLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<TicketLock<Cpu>>(4, 60, WRAP24, seed, true));
     }
 }
 
@@ -404,7 +407,7 @@ fn ticket_is_fifo_across_the_wrap() {
 fn pv_ticket_is_fifo_across_the_wrap_and_loses_no_wakeup() {
     let mut halts = 0;
     for seed in 1..=8 {
-        let o = run::<PvTicketLock<Cpu>>(4, 60, WRAP16, seed, true);
+        let o = run::<PvTicketLock<Cpu>>(4, 60, WRAP24, seed, true);
         assert_fifo(&o);
         halts += o.halts;
     }
@@ -468,11 +471,11 @@ fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
 #[test]
 fn oticket_and_its_variants_are_fifo_across_the_wrap_and_lose_no_wakeup() {
     for seed in 1..=8 {
-        assert_fifo(&run::<OTicketLock<Cpu>>(4, 60, WRAP16, seed, true));
-        assert_fifo(&run::<OpportunisticSpinLock<Cpu>>(4, 60, WRAP16, seed, true));
-        assert_fifo(&run::<OpportunisticWakeupLock<Cpu>>(4, 60, WRAP16, seed, true));
-        assert_fifo(&run::<LongerSpinningLock<Cpu>>(4, 60, WRAP16, seed, true));
-        assert_fifo(&run::<ITicketLock<Cpu>>(4, 60, WRAP16, seed, true));
+        assert_fifo(&run::<OTicketLock<Cpu>>(4, 60, WRAP24, seed, true));
+        assert_fifo(&run::<OpportunisticSpinLock<Cpu>>(4, 60, WRAP24, seed, true));
+        assert_fifo(&run::<OpportunisticWakeupLock<Cpu>>(4, 60, WRAP24, seed, true));
+        assert_fifo(&run::<LongerSpinningLock<Cpu>>(4, 60, WRAP24, seed, true));
+        assert_fifo(&run::<ITicketLock<Cpu>>(4, 60, WRAP24, seed, true));
     }
 }
 
@@ -482,7 +485,7 @@ fn oticket_far_waiters_halt_and_are_woken_early() {
     // 2^15 PAUSEs, so the queue must be deeper than that for anyone to halt.
     let mut halts = 0;
     for seed in 1..=4 {
-        let o = run::<OTicketLock<Cpu>>(20, 8, WRAP16, seed, true);
+        let o = run::<OTicketLock<Cpu>>(20, 8, WRAP24, seed, true);
         assert_fifo(&o);
         halts += o.halts;
     }
