@@ -81,10 +81,25 @@ pub const TIMEOUT_UNIT: u64 = 1 << 14;
 pub(crate) struct Layout<const BITS: u32>;
 
 impl<const BITS: u32> Layout<BITS> {
-    pub(crate) const HEAD: Field = Field::new(0, BITS);
-    pub(crate) const TAIL: Field = Field::new(64 - BITS, BITS);
+    /// `head`, its carry, `locked`, the slow-path bit and `tail` must fit the word apart: with
+    /// wider tickets `tail` would cover `locked`, the fast path would take the lock without
+    /// setting it, and a timed-out waiter would win the competition beside the holder (a review
+    /// found it at 24 bits, 2026-11-27). Every field below evaluates this, so a lock with such
+    /// `BITS` does not compile.
+    pub(crate) const FITS: () = assert!(BITS >= 2 && 3 * BITS + 2 <= 64, "preemptable ticket locks need 2 <= BITS <= 20");
+    pub(crate) const HEAD: Field = {
+        let () = Self::FITS;
+        Field::new(0, BITS)
+    };
+    pub(crate) const TAIL: Field = {
+        let () = Self::FITS;
+        Field::new(64 - BITS, BITS)
+    };
     /// Set while the lock is held.
-    pub(crate) const LOCKED: u64 = 1 << (2 * BITS);
+    pub(crate) const LOCKED: u64 = {
+        let () = Self::FITS;
+        1 << (2 * BITS)
+    };
     /// Set when a paravirtual waiter may be halted.
     pub(crate) const SLOWPATH: u64 = 1 << (2 * BITS + 1);
     /// The spare bits above `head`, where its carry lands when an unlock wraps it.
@@ -155,6 +170,14 @@ impl<const BITS: u32> Layout<BITS> {
     }
 }
 
+/// The preemptable ticket lock (module docs) with `BITS`-bit tickets, 2 to 20 (a wider one does
+/// not compile). A wrap needs `2^BITS` acquisitions within one contention episode and breaks only
+/// FIFO order, never exclusion, which `locked` provides.
+///
+/// ```compile_fail
+/// use vspin_locks::{mutex::ConstInit, native::Native, preemptable_ticket::PreemptableTicketLock};
+/// let too_wide = PreemptableTicketLock::<Native, 24>::INIT; // `tail` would cover `locked`
+/// ```
 pub struct PreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
     timeout_unit: u64,
@@ -178,6 +201,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
     type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        let () = Layout::<BITS>::FITS;
         PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
@@ -215,7 +239,10 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
 
 #[cfg(not(loom))]
 impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
-    const INIT: Self = PreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT };
+    const INIT: Self = {
+        let () = Layout::<BITS>::FITS;
+        PreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT }
+    };
 }
 
 #[cfg(test)]

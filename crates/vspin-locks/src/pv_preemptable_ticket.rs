@@ -33,6 +33,8 @@ use crate::pv_ticket::SPIN_THRESHOLD;
 #[cfg(not(loom))]
 use crate::{mutex::ConstInit, native::Native};
 
+/// The paravirtual preemptable ticket lock (module docs) with `BITS`-bit tickets, 2 to 20, as
+/// [`PreemptableTicketLock`](crate::preemptable_ticket::PreemptableTicketLock).
 pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     word: P::Word,
     timeout_unit: u64,
@@ -94,6 +96,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
     type Waiters = ();
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        let () = Layout::<BITS>::FITS;
         PvPreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD }
     }
 
@@ -140,5 +143,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
 
 #[cfg(not(loom))]
 impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
-    const INIT: Self = PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD };
+    const INIT: Self = {
+        let () = Layout::<BITS>::FITS;
+        PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD }
+    };
 }
