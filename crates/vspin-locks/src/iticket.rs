@@ -47,7 +47,9 @@ impl<P: Platform> ITicketLock<P> {
     }
 }
 
-impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     const NAME: &'static str = "iticket";
     const FIFO: bool = true;
     type Contended = u64;
@@ -61,7 +63,7 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
+    async unsafe fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         let mut threshold = SPIN_THRESHOLD << SHIFT.get(old);
         loop {
@@ -77,11 +79,11 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), u64> {
         kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
     }
 
-    async fn unlock_slow(&self, p: &P, head: u64) {
+    async unsafe fn unlock_slow(&self, p: &P, head: u64) {
         kick_next(p, &self.head_tail, head, 1).await;
     }
 
@@ -92,6 +94,7 @@ impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for ITicketLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for ITicketLock<Native> {
     const INIT: Self = ITicketLock { head_tail: Native::word(0) };
 }

@@ -68,7 +68,9 @@ impl<P: Platform> LasTasLock<P> {
     }
 }
 
-impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
     const NAME: &'static str = "las-tas";
     const FIFO: bool = false;
     type Contended = ();
@@ -87,7 +89,7 @@ impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
         }
     }
 
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         loop {
             let seen = p.spin_until(&self.word, Until::eq(0), u64::MAX).await;
             debug_assert!(matches!(seen, SpinOutcome::Satisfied(_)));
@@ -102,7 +104,7 @@ impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         let since = p.load(&self.since).await;
         if since != 0 {
             let hold = p.now().await.saturating_sub(since);
@@ -115,7 +117,7 @@ impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
         Ok(())
     }
 
-    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+    async unsafe fn unlock_slow(&self, _: &P, waiters: Infallible) {
         match waiters {}
     }
 
@@ -126,6 +128,7 @@ impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for LasTasLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for LasTasLock<Native> {
     const INIT: Self = LasTasLock { word: Native::word(0), longest: Native::word(0), since: Native::word(0) };
 }

@@ -57,7 +57,7 @@
 //! ```text
 //! let lock = TicketLock::<MyPlatform>::new(&mut words);
 //! lock.lock(&cpu).await;   // critical section
-//! lock.unlock(&cpu).await;
+//! unsafe { lock.unlock(&cpu).await };   // unsafe: only the holder may unlock
 //! ```
 //! and on real threads the futures complete on their first poll:
 //! ```
@@ -67,7 +67,8 @@
 //! let cpu = Native::default();
 //! block_on(lock.lock(&cpu));
 //! assert!(!block_on(lock.try_lock(&cpu)));
-//! block_on(lock.unlock(&cpu));
+//! // SAFETY: this thread holds the lock.
+//! block_on(unsafe { lock.unlock(&cpu) });
 //! ```
 pub mod iticket;
 pub mod las_tas;

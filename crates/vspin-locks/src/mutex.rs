@@ -26,7 +26,9 @@
 //!   queued spinlocks, where a newcomer may take a free lock (or the pending bit) ahead of queued
 //!   waiters, and the 6.8 PV one steals.
 //!
-//! No lock records its owner, so a guard may be released on another thread (`GuardSend`).
+//! No lock records its owner, so a guard may be released on another thread (`GuardSend`), and a
+//! thread that locks a mutex it already holds waits forever (the PV locks sleep, the others spin),
+//! as with `parking_lot`.
 use crate::iticket::ITicketLock;
 use crate::las_tas::LasTasLock;
 use crate::native::{block_on, Native};
@@ -42,7 +44,11 @@ use crate::tas::{TasLock, TasYieldLock};
 use crate::ticket::TicketLock;
 
 /// A lock that can be built in a `const` context on the native platform.
-pub trait ConstInit {
+///
+/// # Safety
+/// `INIT` is the lock free, as [`RawSpinLock::new`] builds it: [`NativeRaw`]'s mutual exclusion
+/// starts from it.
+pub unsafe trait ConstInit {
     /// The lock, free.
     const INIT: Self;
 }
@@ -87,7 +93,8 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
     #[inline]
     fn lock(&self) {
         if let Err(contended) = block_on(self.0.lock_fast(&Native::default())) {
-            lock_slow(&self.0, contended);
+            // SAFETY: our own fast path's `contended`, used once.
+            unsafe { lock_slow(&self.0, contended) };
         }
     }
 
@@ -98,8 +105,10 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
 
     #[inline]
     unsafe fn unlock(&self) {
-        if let Err(waiters) = block_on(self.0.unlock_fast(&Native::default())) {
-            unlock_slow(&self.0, waiters);
+        // SAFETY: `lock_api` calls this only for the holder.
+        if let Err(waiters) = block_on(unsafe { self.0.unlock_fast(&Native::default()) }) {
+            // SAFETY: our own fast path's `waiters`, used once.
+            unsafe { unlock_slow(&self.0, waiters) };
         }
     }
 }
@@ -107,17 +116,25 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
 /// `L`'s lock slow path, out of line: its future (spin loops, halts, queue nodes) is far larger
 /// than the fast path's, and inlined next to it, it made every uncontended lock build and spill
 /// that state (see [`RawSpinLock`]).
+///
+/// # Safety
+/// `contended` is what the caller's `lock_fast` on `lock` just returned.
 #[cold]
 #[inline(never)]
-fn lock_slow<L: RawSpinLock<Native>>(lock: &L, contended: L::Contended) {
-    block_on(lock.lock_slow(&Native::default(), contended))
+unsafe fn lock_slow<L: RawSpinLock<Native>>(lock: &L, contended: L::Contended) {
+    // SAFETY: forwarded from the caller.
+    block_on(unsafe { lock.lock_slow(&Native::default(), contended) })
 }
 
 /// `L`'s unlock slow path (kicking waiters), out of line for the same reason.
+///
+/// # Safety
+/// `waiters` is what the caller's `unlock_fast` on `lock` just returned.
 #[cold]
 #[inline(never)]
-fn unlock_slow<L: RawSpinLock<Native>>(lock: &L, waiters: L::Waiters) {
-    block_on(lock.unlock_slow(&Native::default(), waiters))
+unsafe fn unlock_slow<L: RawSpinLock<Native>>(lock: &L, waiters: L::Waiters) {
+    // SAFETY: forwarded from the caller.
+    block_on(unsafe { lock.unlock_slow(&Native::default(), waiters) })
 }
 
 /// Fair unlock for the FIFO locks: their unlock already serves the next ticket.
@@ -173,6 +190,11 @@ pub type PvPreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PvPreemptableTi
 /// The queued spinlock (qspinlock): pending bit, then an MCS queue of per-CPU nodes. As the
 /// kernel's `queued_spin_trylock`, `try_lock` fails while anyone is pending or queued, even at
 /// the instant the lock itself is free (as do the two PV variants').
+///
+/// A queue node is a CPU id's: with more than [`MAX_CPUS`](crate::native::MAX_CPUS) threads
+/// holding ids at once, the others wait for a moment when nobody holds, is pending or queues,
+/// and may starve under sustained contention (as do the two PV variants'; see "The machine" in
+/// [`native`](crate::native)).
 pub type QueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<QueuedSpinLock<Native>>, T>;
 /// The paravirtual queued spinlock: lock stealing, queue nodes and head futex-wait, the unlocker
 /// wakes the one hashed head.

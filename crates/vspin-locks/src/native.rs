@@ -30,12 +30,25 @@
 //! publish where it waits, then to halt), and an id that changed in between would halt on a wake
 //! word that nobody kicks.
 //!
+//! Such a thread has no queue node either, so in the three queued spinlocks it does what the
+//! kernel's CPUs do when their nodes run out (`queued_spin_lock_slowpath` past `MAX_NODES`): it
+//! spins until the whole lock word is zero (no holder, no pending bit, no queue) and tries to
+//! take it then. Under sustained contention that moment may not come, and it starves: with
+//! 1,022 ids held by idle threads, two threads with ids and one without, a review measured the
+//! one without at 1/25 to 1/3,400 of the others' acquisitions (2026-11-27). The ticket locks,
+//! TAS and the preemptable locks treat it like any thread. A lock word does not say who may
+//! take it, so it cannot be stolen safely past a queue head that is about to store `locked`.
+//!
+//! A lock's per-CPU words and hash entries are those of one machine: a lock must be used with
+//! [`Native`] values of one [`Machine`] only (see [`RawSpinLock`](crate::RawSpinLock)'s safety
+//! contract). The `mutex` adapters always use [`Native::default`].
+//!
 //! ## Halt and kick
 //!
 //! Each CPU's wake word is `IDLE`, `KICKED` (a kick not yet consumed) or `SLEEPING`. `halt` moves
 //! `IDLE → SLEEPING` with a compare-exchange and `FUTEX_WAIT`s while the word is `SLEEPING`; a
 //! `KICKED` word makes it return at once, so a kick sent before the halt is never lost (the PV
-//! locks' "pickup" window between publishing the wait and halting). On return it sets the word
+//! locks' "pickup" window between publishing the wait and halting). On return it swaps the word
 //! back to `IDLE`, consuming the kick. `kick` swaps in `KICKED` and makes the `FUTEX_WAKE`
 //! system call only if the target was `SLEEPING`, so kicking a running CPU costs one atomic.
 //! A stale kick makes a later halt return early; the lock code treats that as the spurious
@@ -140,7 +153,11 @@ impl WakeWord {
         if self.state.compare_exchange(IDLE, SLEEPING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
             self.futex_wait(SLEEPING);
         }
-        self.state.store(IDLE, Ordering::Release);
+        // A swap, not a store: a kick that lands between a spurious return and this point is
+        // read here, so what the kicker wrote before it is seen (a plain store would overwrite
+        // it unordered in Rust's memory model, and the 4.2 PV qspinlock's queue node could
+        // then re-check a stale `locked` and halt for good; x86 and AArch64 order it anyway).
+        self.state.swap(IDLE, Ordering::SeqCst);
     }
 
     fn kick(&self) {
@@ -366,7 +383,9 @@ pub struct Native {
 
 impl Native {
     /// The platform on `machine` (a fresh one per `loom` execution, a leaked or `static` one
-    /// elsewhere).
+    /// elsewhere). Every CPU using a lock must use the same machine: a PV waiter published in one
+    /// machine's slots is not found by an unlock scanning another's, and a queued lock's `tail`
+    /// names a node of the machine it was encoded in.
     pub const fn on(machine: &'static Machine) -> Self {
         Native { machine }
     }
@@ -656,7 +675,8 @@ mod tests {
                         let v = COUNT.load(Ordering::Relaxed);
                         std::hint::spin_loop();
                         COUNT.store(v + 1, Ordering::Relaxed);
-                        block_on(lock.unlock(&p));
+                        // SAFETY: this thread took the lock above.
+                        block_on(unsafe { lock.unlock(&p) });
                     }
                     id
                 })

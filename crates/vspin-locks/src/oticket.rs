@@ -80,7 +80,9 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> OpportunisticTicketLock<P, SP
     }
 }
 
-impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for OpportunisticTicketLock<P, SPIN, WAKE> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for OpportunisticTicketLock<P, SPIN, WAKE> {
     const NAME: &'static str = match (SPIN, WAKE) {
         (OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU) => "oticket",
         (OPPORTUNISTIC_SPIN, 1) => "oticket-spin-only",
@@ -100,7 +102,7 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
+    async unsafe fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         let threshold = Self::threshold(distance(HEAD.get(old), want));
         loop {
@@ -112,11 +114,11 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), u64> {
         kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
     }
 
-    async fn unlock_slow(&self, p: &P, head: u64) {
+    async unsafe fn unlock_slow(&self, p: &P, head: u64) {
         kick_next(p, &self.head_tail, head, WAKE).await;
     }
 
@@ -126,7 +128,8 @@ impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opportunis
 }
 
 #[cfg(not(loom))]
-impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLock<Native, SPIN, WAKE> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLock<Native, SPIN, WAKE> {
     const INIT: Self = OpportunisticTicketLock { head_tail: Native::word(0) };
 }
 

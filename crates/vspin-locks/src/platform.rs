@@ -146,7 +146,12 @@ impl CpuMask {
 pub const PV_LOCK_HASH_WORDS_PER_CPU: usize = 4 * 2;
 
 /// Creates shared words when a lock is built.
-pub trait WordAlloc<W> {
+///
+/// # Safety
+/// `word(init)` must return a word that holds `init` and that nothing else reads or writes: the
+/// lock built from it starts free, and its mutual exclusion (see [`RawSpinLock`]) holds only from
+/// that state.
+pub unsafe trait WordAlloc<W> {
     fn word(&mut self, init: u64) -> W;
 }
 
@@ -227,7 +232,43 @@ pub trait Platform {
 /// simulator sees the same operations in the same order as from one function; the split lets the
 /// native adapters (`mutex`) inline the fast path and keep the slow path's larger future out of
 /// line, so that it costs the uncontended path nothing.
-pub trait RawSpinLock<P: Platform>: Sized {
+///
+/// # Safety
+/// An implementation promises mutual exclusion: from the state that [`new`](Self::new) builds
+/// with a conforming [`WordAlloc`], while every caller keeps the contracts of the `unsafe`
+/// methods below and each CPU calls with its own platform value of one machine (on real threads,
+/// `Native` values on one [`Machine`](crate::native::Machine); a lock's per-CPU words and hash
+/// entries are that machine's), at most one caller at a time returns from `lock` or a `true`
+/// `try_lock` without having called `unlock` since, and `lock`'s acquiring access is ordered
+/// before the caller's next access, the releasing one of `unlock` after its last. The
+/// `lock_api` adapters (`mutex`) rest on this promise; the algorithms of this crate make it, and
+/// the interleaving tests and `loom` models check it.
+///
+/// Unlock is `unsafe` to call, as `lock_api::RawMutex::unlock` is: an unlock by a CPU that does
+/// not hold the lock (a head moved past a waiting ticket, a queue node freed early) can let two
+/// later callers in together, and nothing in a lock word records who holds it.
+///
+/// So a "lock" that always succeeds needs an `unsafe impl`, and cannot reach a
+/// `lock_api::Mutex` from safe code:
+/// ```compile_fail,E0200
+/// use std::sync::atomic::AtomicU64;
+/// use vspin_locks::{native::Native, RawSpinLock, WordAlloc};
+///
+/// struct AlwaysFree;
+/// impl RawSpinLock<Native> for AlwaysFree {
+///     const NAME: &'static str = "always-free";
+///     const FIFO: bool = false;
+///     type Contended = ();
+///     type Waiters = ();
+///     fn new(_: &mut impl WordAlloc<AtomicU64>) -> Self { AlwaysFree }
+///     async fn lock_fast(&self, _: &Native) -> Result<(), ()> { Ok(()) }
+///     async unsafe fn lock_slow(&self, _: &Native, (): ()) {}
+///     async unsafe fn unlock_fast(&self, _: &Native) -> Result<(), ()> { Ok(()) }
+///     async unsafe fn unlock_slow(&self, _: &Native, (): ()) {}
+///     async fn try_lock(&self, _: &Native) -> bool { true }
+/// }
+/// ```
+pub unsafe trait RawSpinLock<P: Platform>: Sized {
     /// Name used in scenarios and reports.
     const NAME: &'static str;
     /// Whether waiters acquire in arrival order when no waiter times out (checked by the simulator).
@@ -241,25 +282,44 @@ pub trait RawSpinLock<P: Platform>: Sized {
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self;
 
     /// The uncontended attempt of `lock`: `Ok` if it took the lock, else what the slow path needs.
+    /// An `Err` may hold a place in the lock's queue (a ticket): pass it to
+    /// [`lock_slow`](Self::lock_slow), or every later waiter waits for it.
     async fn lock_fast(&self, p: &P) -> Result<(), Self::Contended>;
     /// The rest of `lock` after a failed fast path: returns holding the lock.
-    async fn lock_slow(&self, p: &P, contended: Self::Contended);
+    ///
+    /// # Safety
+    /// `contended` is what this CPU's own `lock_fast` on this lock just returned, used once: a
+    /// made-up one can name a ticket another waiter holds.
+    async unsafe fn lock_slow(&self, p: &P, contended: Self::Contended);
     /// Release the lock: `Ok` if no waiter needs waking, else what the slow path needs.
-    async fn unlock_fast(&self, p: &P) -> Result<(), Self::Waiters>;
+    ///
+    /// # Safety
+    /// The caller holds the lock (see the trait's docs).
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), Self::Waiters>;
     /// The rest of `unlock` when the fast path saw waiters to wake.
-    async fn unlock_slow(&self, p: &P, waiters: Self::Waiters);
+    ///
+    /// # Safety
+    /// `waiters` is what this caller's `unlock_fast` on this lock just returned, used once.
+    async unsafe fn unlock_slow(&self, p: &P, waiters: Self::Waiters);
 
     /// Acquire: the fast path, then the slow path if it failed. Not meant to be overridden.
     async fn lock(&self, p: &P) {
         if let Err(contended) = self.lock_fast(p).await {
-            self.lock_slow(p, contended).await;
+            // SAFETY: `contended` is our own fast path's, used once.
+            unsafe { self.lock_slow(p, contended).await };
         }
     }
 
     /// Release: the fast path, then the slow path if it saw waiters. Not meant to be overridden.
-    async fn unlock(&self, p: &P) {
-        if let Err(waiters) = self.unlock_fast(p).await {
-            self.unlock_slow(p, waiters).await;
+    ///
+    /// # Safety
+    /// The caller holds the lock.
+    async unsafe fn unlock(&self, p: &P) {
+        // SAFETY: the caller holds the lock; `waiters` is our own fast path's, used once.
+        unsafe {
+            if let Err(waiters) = self.unlock_fast(p).await {
+                self.unlock_slow(p, waiters).await;
+            }
         }
     }
 

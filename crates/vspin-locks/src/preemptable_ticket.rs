@@ -191,7 +191,9 @@ impl<P: Platform, const BITS: u32> PreemptableTicketLock<P, BITS> {
     }
 }
 
-impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, BITS> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, BITS> {
     const NAME: &'static str = "preemptable-ticket";
     /// FIFO only while no waiter times out; the simulator counts overtakes instead of failing.
     const FIFO: bool = false;
@@ -209,12 +211,12 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
         p.compare_exchange(&self.word, 0, Layout::<BITS>::HELD_ALONE).await.map(drop).map_err(drop)
     }
 
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
         Layout::<BITS>::compete(p, &self.word, u64::MAX).await;
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), ()> {
         if p.load(&self.word).await == Layout::<BITS>::HELD_ALONE {
             p.compare_exchange(&self.word, Layout::<BITS>::HELD_ALONE, 0).await.map(drop).map_err(drop)
         } else {
@@ -222,7 +224,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
         }
     }
 
-    async fn unlock_slow(&self, p: &P, (): ()) {
+    async unsafe fn unlock_slow(&self, p: &P, (): ()) {
         let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
         let mut after = old.wrapping_add(Layout::<BITS>::UNLOCK);
         if Layout::<BITS>::wrapped(old) {
@@ -238,7 +240,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLock<P, B
 }
 
 #[cfg(not(loom))]
-impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
     const INIT: Self = {
         let () = Layout::<BITS>::FITS;
         PreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT }

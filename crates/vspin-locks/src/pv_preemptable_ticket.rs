@@ -87,7 +87,9 @@ impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
     }
 }
 
-impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P, BITS> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P, BITS> {
     const NAME: &'static str = "pv-preemptable-ticket";
     const FIFO: bool = false;
     /// The fast path found the lock not at 0.
@@ -104,14 +106,14 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
         p.compare_exchange(&self.word, 0, Layout::<BITS>::HELD_ALONE).await.map(drop).map_err(drop)
     }
 
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         Layout::<BITS>::queue(p, &self.word, self.timeout_unit).await;
         while !Layout::<BITS>::compete(p, &self.word, self.halt_after).await {
             self.wait(p).await;
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), ()> {
         if p.load(&self.word).await == Layout::<BITS>::HELD_ALONE {
             p.compare_exchange(&self.word, Layout::<BITS>::HELD_ALONE, 0).await.map(drop).map_err(drop)
         } else {
@@ -119,7 +121,7 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
         }
     }
 
-    async fn unlock_slow(&self, p: &P, (): ()) {
+    async unsafe fn unlock_slow(&self, p: &P, (): ()) {
         let old = p.fetch_add_field(&self.word, Layout::<BITS>::WORD, Layout::<BITS>::UNLOCK).await;
         // Clear the slow-path bit only if this unlock saw it, and then kick everyone in the mask
         // (including a waiter whose later setting of the bit this clears). A bit set after the
@@ -142,7 +144,8 @@ impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicketLock<P,
 }
 
 #[cfg(not(loom))]
-impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
     const INIT: Self = {
         let () = Layout::<BITS>::FITS;
         PvPreemptableTicketLock { word: Native::word(0), timeout_unit: TIMEOUT_UNIT, halt_after: SPIN_THRESHOLD }

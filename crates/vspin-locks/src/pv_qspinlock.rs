@@ -301,7 +301,9 @@ impl<P: Platform> PvQueuedSpinLock<P> {
     }
 }
 
-impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
     const NAME: &'static str = "pv-qspinlock";
     /// Stealing lets late arrivals overtake, and queued waiters are FIFO only among themselves.
     const FIFO: bool = false;
@@ -321,7 +323,7 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
     }
 
     /// `__pv_queued_spin_lock_slowpath` (`qspinlock.c` from `pv_queue:`).
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         if !has_node(p) {
             // `while (!queued_spin_trylock(lock)) cpu_relax();`, where the PV slow path's
             // `queued_spin_trylock` is the hybrid unfair trylock; it can only succeed once
@@ -356,13 +358,13 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
 
     /// `__pv_queued_spin_unlock`: `cmpxchg(locked, 1 → 0)`; the word seen if `locked` was
     /// `_Q_SLOW_VAL`.
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), u64> {
         cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await.map(drop)
     }
 
     /// `__pv_queued_spin_unlock_slowpath`: a halted queue head is hashed; unhash it, release
     /// the lock and kick it.
-    async fn unlock_slow(&self, p: &P, seen: u64) {
+    async unsafe fn unlock_slow(&self, p: &P, seen: u64) {
         // The kernel WARNs about a corrupted lock and returns; here that is a bug to report.
         assert_eq!(LOCKED.get(seen), SLOW_VAL, "pvqspinlock: lock has corrupted value {seen:#x}");
         let cpu = LockHash::of(p, GOLDEN_RATIO_64).unhash(p, p.addr(&self.val)).await;
@@ -379,7 +381,8 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for PvQueuedSpinLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for PvQueuedSpinLock<Native> {
     const INIT: Self = PvQueuedSpinLock { val: Native::word(0) };
 }
 

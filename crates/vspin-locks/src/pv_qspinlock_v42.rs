@@ -157,7 +157,9 @@ impl<P: Platform> PvQueuedSpinLockV42<P> {
     }
 }
 
-impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
     const NAME: &'static str = "pv-qspinlock-v4.2";
     /// Every CPU that queued is served in queue order and none is overtaken once queued, but a
     /// CPU between its failed fast-path `cmpxchg` and its `xchg_tail` can be overtaken by a
@@ -180,7 +182,7 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
 
     /// `__pv_queued_spin_lock_slowpath` (`qspinlock.c`: `pv_enabled()` jumps straight to
     /// `queue:`).
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         if !has_node(p) {
             return spin_on_trylock(p, &self.val).await;
         }
@@ -212,13 +214,13 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
 
     /// `__pv_queued_spin_unlock`: `cmpxchg(locked, 1 → 0)`; the word seen if `locked` was
     /// `_Q_SLOW_VAL`.
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), u64> {
         cmpxchg_field(p, &self.val, LOCKED, LOCKED_VAL, 0, LOCKED_VAL).await.map(drop)
     }
 
     /// `locked` was `_Q_SLOW_VAL`: look up and remove the hashed head, release the lock, and
     /// kick the head if it is halted.
-    async fn unlock_slow(&self, p: &P, seen: u64) {
+    async unsafe fn unlock_slow(&self, p: &P, seen: u64) {
         // The kernel WARNs about a corrupted lock and returns; here that is a bug to report.
         assert_eq!(LOCKED.get(seen), SLOW_VAL, "pvqspinlock: lock has corrupted value {seen:#x}");
         let cpu = LockHash::of(p, GOLDEN_RATIO_PRIME_64).unhash(p, p.addr(&self.val)).await;
@@ -236,7 +238,8 @@ impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for PvQueuedSpinLockV42<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for PvQueuedSpinLockV42<Native> {
     const INIT: Self = PvQueuedSpinLockV42 { val: Native::word(0) };
 }
 

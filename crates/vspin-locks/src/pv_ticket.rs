@@ -140,7 +140,9 @@ pub struct PvTicketLock<P: Platform> {
     head_tail: P::Word,
 }
 
-impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     const NAME: &'static str = "pv-ticket";
     const FIFO: bool = true;
     type Contended = u64;
@@ -154,7 +156,7 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
+    async unsafe fn lock_slow(&self, p: &P, old: u64) {
         let want = TAIL.get(old);
         loop {
             let seen = p.spin_until(&self.head_tail, head_reaches(want), SPIN_THRESHOLD).await;
@@ -166,11 +168,11 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), u64> {
         kick_needed(p.fetch_add_field(&self.head_tail, HEAD, TICKET_LOCK_INC).await)
     }
 
-    async fn unlock_slow(&self, p: &P, head: u64) {
+    async unsafe fn unlock_slow(&self, p: &P, head: u64) {
         kick_next(p, &self.head_tail, head, 1).await;
     }
 
@@ -180,7 +182,8 @@ impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for PvTicketLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for PvTicketLock<Native> {
     const INIT: Self = PvTicketLock { head_tail: Native::word(0) };
 }
 

@@ -247,7 +247,9 @@ impl<P: Platform> QueuedSpinLock<P> {
     }
 }
 
-impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     const NAME: &'static str = "qspinlock";
     const FIFO: bool = false;
     type Contended = u64;
@@ -263,19 +265,19 @@ impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     }
 
     /// `queued_spin_lock_slowpath(lock, val)`.
-    async fn lock_slow(&self, p: &P, val: u64) {
+    async unsafe fn lock_slow(&self, p: &P, val: u64) {
         if !self.pending(p, val).await {
             self.queue(p).await;
         }
     }
 
     /// `queued_spin_unlock`: `smp_store_release(&lock->locked, 0)`, a byte store of zero.
-    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.fetch_and(&self.val, !LOCKED.mask()).await;
         Ok(())
     }
 
-    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+    async unsafe fn unlock_slow(&self, _: &P, waiters: Infallible) {
         match waiters {}
     }
 
@@ -286,7 +288,8 @@ impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for QueuedSpinLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for QueuedSpinLock<Native> {
     const INIT: Self = QueuedSpinLock { val: Native::word(0) };
 }
 

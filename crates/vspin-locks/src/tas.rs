@@ -62,7 +62,9 @@ pub type TasLock<P> = TestAndSetLock<P, NEVER>;
 /// The Windows guest lock under Xen: waiters yield after every 2047 PAUSEs.
 pub type TasYieldLock<P> = TestAndSetLock<P, LONG_SPIN_COUNT>;
 
-impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLock<P, YIELD_AFTER> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLock<P, YIELD_AFTER> {
     const NAME: &'static str = match YIELD_AFTER {
         NEVER => "tas",
         LONG_SPIN_COUNT => "tas-yield",
@@ -83,7 +85,7 @@ impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLock<P, Y
         }
     }
 
-    async fn lock_slow(&self, p: &P, (): ()) {
+    async unsafe fn lock_slow(&self, p: &P, (): ()) {
         loop {
             if let SpinOutcome::Exhausted(_) = p.spin_until(&self.word, Until::eq(0), YIELD_AFTER).await {
                 p.yield_now().await;
@@ -95,12 +97,12 @@ impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLock<P, Y
         }
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.store(&self.word, 0).await;
         Ok(())
     }
 
-    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+    async unsafe fn unlock_slow(&self, _: &P, waiters: Infallible) {
         match waiters {}
     }
 
@@ -110,6 +112,7 @@ impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLock<P, Y
 }
 
 #[cfg(not(loom))]
-impl<const YIELD_AFTER: u64> ConstInit for TestAndSetLock<Native, YIELD_AFTER> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl<const YIELD_AFTER: u64> ConstInit for TestAndSetLock<Native, YIELD_AFTER> {
     const INIT: Self = TestAndSetLock { word: Native::word(0) };
 }

@@ -66,7 +66,9 @@ pub struct TicketLock<P: Platform> {
     head_tail: P::Word,
 }
 
-impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
+// SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
+// `loom` models.
+unsafe impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
     const NAME: &'static str = "ticket";
     const FIFO: bool = true;
     type Contended = u64;
@@ -81,16 +83,16 @@ impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, 1).await)
     }
 
-    async fn lock_slow(&self, p: &P, old: u64) {
+    async unsafe fn lock_slow(&self, p: &P, old: u64) {
         p.spin_until(&self.head_tail, Until::field_eq(HEAD, TAIL.get(old)), u64::MAX).await;
     }
 
-    async fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
+    async unsafe fn unlock_fast(&self, p: &P) -> Result<(), Infallible> {
         p.fetch_add_field(&self.head_tail, HEAD, 1).await;
         Ok(())
     }
 
-    async fn unlock_slow(&self, _: &P, waiters: Infallible) {
+    async unsafe fn unlock_slow(&self, _: &P, waiters: Infallible) {
         match waiters {}
     }
 
@@ -102,6 +104,7 @@ impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
 }
 
 #[cfg(not(loom))]
-impl ConstInit for TicketLock<Native> {
+// SAFETY: the free lock, as `new` builds it.
+unsafe impl ConstInit for TicketLock<Native> {
     const INIT: Self = TicketLock { head_tail: Native::word(0) };
 }

@@ -220,7 +220,9 @@ struct NearWrap {
     start: u64,
 }
 
-impl WordAlloc<usize> for NearWrap {
+// SAFETY: each call pushes a word of its own; `start` moves the tickets of a free lock to
+// near their wrap, which leaves it free.
+unsafe impl WordAlloc<usize> for NearWrap {
     fn word(&mut self, init: u64) -> usize {
         let mut words = self.m.words.borrow_mut();
         words.push(init | self.start);
@@ -296,7 +298,8 @@ fn run<L: RawSpinLock<Cpu> + 'static>(cpus: u32, rounds: u32, start: u64, seed: 
                     }
                     step().await;
                     holder.set(None);
-                    lock.unlock(&cpu).await;
+                    // SAFETY: this CPU took the lock above.
+                    unsafe { lock.unlock(&cpu).await };
                 }
             });
             Some(task)

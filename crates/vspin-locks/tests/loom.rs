@@ -21,11 +21,17 @@ use loom::sync::Arc;
 use vspin_locks::native::{block_on, Machine, Native};
 use vspin_locks::*;
 
-struct Words;
+/// Allocates fresh words; the first one (a ticket lock's only word) starts `start` away from
+/// `init`, so that a free lock's tickets can begin just before their wrap.
+struct Words {
+    start: u64,
+}
 
-impl WordAlloc<AtomicU64> for Words {
+// SAFETY: each call makes a fresh word holding `init`, or for a ticket lock a free word whose
+// `head` and `tail` are equal.
+unsafe impl WordAlloc<AtomicU64> for Words {
     fn word(&mut self, init: u64) -> AtomicU64 {
-        AtomicU64::new(init)
+        AtomicU64::new(init | std::mem::take(&mut self.start))
     }
 }
 
@@ -46,20 +52,26 @@ fn work<L: RawSpinLock<Native>>(p: Native, s: &Shared<L>, rounds: u64, try_first
             block_on(s.lock.lock(&p));
         }
         s.count.with_mut(|c| unsafe { *c += 1 });
-        block_on(s.lock.unlock(&p));
+        // SAFETY: this thread took the lock above.
+        block_on(unsafe { s.lock.unlock(&p) });
     }
 }
 
 /// `threads` threads (the model's main thread included) acquiring `rounds` times each, with at
 /// most `preemptions` preemptions per execution unless `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u64, preemptions: usize) {
+    model_from::<L>(0, threads, rounds, preemptions)
+}
+
+/// [`model`] with the lock word starting at `start`.
+fn model_from<L: RawSpinLock<Native> + Send + Sync + 'static>(start: u64, threads: u64, rounds: u64, preemptions: usize) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(preemptions));
     builder.check(move || {
         // A fresh machine per execution; loom objects must not outlive it, so it is leaked.
         let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1)));
         let p = Native::on(machine);
-        let shared = Arc::new(Shared { lock: L::new(&mut Words), count: UnsafeCell::new(0) });
+        let shared = Arc::new(Shared { lock: L::new(&mut Words { start }), count: UnsafeCell::new(0) });
         let others: Vec<_> = (1..threads)
             .map(|i| {
                 let s = shared.clone();
@@ -114,4 +126,32 @@ models! {
     qspinlock: QueuedSpinLock<Native>, 1;
     pv_qspinlock: PvQueuedSpinLock<Native>, 2;
     pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, 2;
+}
+
+/// Free locks whose tickets are two draws from their wrap: four acquisitions cross it. The ticket
+/// family's tickets are 24 bits, the preemptable locks' 16.
+const WRAP24: u64 = 0xff_fffe << 40 | 0xff_fffe;
+const WRAP16: u64 = 0xfffe << 48 | 0xfffe;
+
+macro_rules! models_across_the_wrap {
+    ($($name:ident: $lock:ty, $start:expr;)*) => {
+        mod across_the_wrap {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    model_from::<$lock>($start, 2, 2, 2);
+                }
+            )*
+        }
+    };
+}
+
+models_across_the_wrap! {
+    ticket: TicketLock<Native>, WRAP24;
+    pv_ticket: PvTicketLock<Native>, WRAP24;
+    oticket: OTicketLock<Native>, WRAP24;
+    iticket: ITicketLock<Native>, WRAP24;
+    preemptable_ticket: PreemptableTicketLock<Native>, WRAP16;
+    pv_preemptable_ticket: PvPreemptableTicketLock<Native>, WRAP16;
 }

@@ -108,7 +108,8 @@ fn on_slow_path_machine<L: RawSpinLock<Native> + ConstInit + Send + Sync + 'stat
     run_workers(per_thread, move |_| {
         block_on(s.lock.lock(&p));
         critical_section(&s.count);
-        block_on(s.lock.unlock(&p));
+        // SAFETY: this thread took the lock above.
+        block_on(unsafe { s.lock.unlock(&p) });
     });
     // SAFETY: every worker is done.
     assert_eq!(unsafe { *shared.count.get() }, threads() as u64 * per_thread, "{}: lost updates", L::NAME);

@@ -47,9 +47,12 @@ macro_rules! guest_locks {
                 }
             }
 
-            pub(crate) async fn unlock(&self, cpu: &SimCpu) {
+            /// # Safety
+            /// `cpu`'s guest thread holds the lock.
+            pub(crate) async unsafe fn unlock(&self, cpu: &SimCpu) {
                 match self {
-                    $(GuestLock::$kind(l) => l.unlock(cpu).await,)+
+                    // SAFETY: forwarded from the caller.
+                    $(GuestLock::$kind(l) => unsafe { l.unlock(cpu).await },)+
                 }
             }
         }

@@ -135,7 +135,8 @@ impl Memory {
     }
 }
 
-impl WordAlloc<SimWord> for Memory {
+// SAFETY: each call appends a line of its own, holding `init`.
+unsafe impl WordAlloc<SimWord> for Memory {
     fn word(&mut self, init: u64) -> SimWord {
         self.lines.push(Line {
             value: init,

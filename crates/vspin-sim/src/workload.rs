@@ -382,7 +382,8 @@ impl Barrier {
                 cpu.wake_vcpu(t).await;
             }
             cpu.note(Note::LockRelease(lock)).await;
-            hb.unlock(cpu).await;
+            // SAFETY: this thread took `hb` above.
+            unsafe { hb.unlock(cpu).await };
             return;
         }
         let me = vspin_locks::Platform::cpu(cpu);
@@ -390,7 +391,8 @@ impl Barrier {
         threads.queued += 1;
         cpu.kernel_compute(FUTEX_QUEUE_NS).await;
         cpu.note(Note::LockRelease(lock)).await;
-        hb.unlock(cpu).await;
+        // SAFETY: this thread took `hb` above.
+        unsafe { hb.unlock(cpu).await };
         if threads.others.is_empty() {
             while self.queued_threads(me) > 0 {
                 cpu.sleep(u64::MAX).await;
@@ -430,7 +432,8 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
         let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
         cpu.compute(profile.length(&mut rng, if long { profile.cs_long_ns } else { profile.cs_ns })).await;
         cpu.note(Note::LockRelease(l as u32)).await;
-        locks[l].unlock(&cpu).await;
+        // SAFETY: this thread took `locks[l]` above.
+        unsafe { locks[l].unlock(&cpu).await };
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.
         if profile.shootdown_probability > 0.0 && rng.uniform() < profile.shootdown_probability {
             let start = rng.below(nr as u64) as u32;
