@@ -215,7 +215,8 @@ pub struct VcpuResult {
     pub vm: String,
     pub vcpu: u32,
     pub work_units: u64,
-    pub ple_window_cycles: u64,
+    /// `None` with PLE off: there is no window.
+    pub ple_window_cycles: Option<u64>,
     pub time: TimeBreakdown,
     pub counters: Counters,
 }

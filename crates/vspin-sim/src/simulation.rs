@@ -984,13 +984,16 @@ impl Sim {
                     vm: vm.name.clone(),
                     vcpu: vc.index,
                     work_units: vc.work_units,
-                    ple_window_cycles: self.costs.ple_unit.cycles(vc.ple_window, self.costs.clock_ghz),
+                    ple_window_cycles: (self.ple.policy != PlePolicy::Off).then(|| self.costs.ple_unit.cycles(vc.ple_window, self.costs.clock_ghz)),
                     time: vc.time,
                     counters: vc.counters,
                 });
             }
             totals.add(&counters);
             let span = vm.completed_at.unwrap_or(now).max(1);
+            // A VM that met its target made exactly that many units by then; the units its other
+            // vCPUs finish after it, on their way to halting, count in `work_units` only.
+            let units_in_span = vm.target.filter(|_| vm.completed_at.is_some()).unwrap_or(vm.work_units);
             let locks = self.record_locks.then(|| {
                 let own = self.locks.iter().filter(|l| l.vm == vm_id as u32);
                 own.zip(0..).map(|(l, lock)| LockResult::new(lock, l.record.as_deref().expect("recorded"))).collect()
@@ -1002,7 +1005,7 @@ impl Sim {
                 workload: vm.workload.clone(),
                 vcpus: vm.vcpus,
                 work_units: vm.work_units,
-                throughput_per_s: vm.work_units as f64 * 1e9 / span as f64,
+                throughput_per_s: units_in_span as f64 * 1e9 / span as f64,
                 completion_ms: vm.completed_at.map(|t| t as f64 / 1e6),
                 time,
                 counters,

@@ -121,7 +121,7 @@ fn ple_with_directed_yield_improves_the_ticket_lock() {
     assert!(kvm > 1.5 * off, "PLE kvm {kvm:.0} vs off {off:.0}");
     let r = run(&host(8, 2, 8, "ticket", "kvm", 1, 300));
     assert!(r.totals.ple_exits > 0 && r.totals.directed_yields > 0, "{:?}", r.totals);
-    assert!(r.vcpus.iter().all(|v| v.ple_window_cycles >= 4096));
+    assert!(r.vcpus.iter().all(|v| v.ple_window_cycles.is_some_and(|w| w >= 4096)));
 }
 
 #[test]
@@ -143,16 +143,19 @@ fn a_vm_with_a_work_target_reports_its_completion_time() {
     assert!(vm.work_units >= 10_000 && done < 1000.0 && r.simulated_ms <= done + 1e-9, "{vm:?}");
 }
 
+/// Units that a finished VM's other vCPUs complete after its target, on their way to halting,
+/// are not work done within its completion time (a review measured 203 units over the time of
+/// 200 when another VM kept the run going).
 #[test]
-fn tickets_wrap_around_without_breaking_fifo() {
-    for lock in ["ticket", "pv-ticket"] {
-        let text = format!(
-            "duration_ms = 60\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"{lock}\"\n\
-             workload = {{ preset = \"kernbench\", locks = 1, think_ns = 100, cs_ns = 50, block_probability = 0.0, shootdown_probability = 0.0 }}\n"
-        );
-        let r = run(&vspin_sim::Scenario::from_toml(&text).unwrap());
-        assert!(r.totals.acquisitions > 70_000, "{lock}: only {} acquisitions, tickets did not wrap", r.totals.acquisitions);
-    }
+fn a_finished_vms_throughput_counts_its_target_over_its_completion_time() {
+    let mut sc = host(8, 2, 4, "ticket", "kvm", 1, 1000);
+    sc.vms[0].work_units = Some(2_000);
+    sc.vms[1].work_units = Some(200_000);
+    let r = run(&sc);
+    let vm = &r.vms[0];
+    let done = vm.completion_ms.expect("completed");
+    assert!(r.simulated_ms > done && vm.work_units > 2_000, "the run went on, and units after the target: {vm:?}");
+    assert!((vm.throughput_per_s - 2_000.0 / (done / 1e3)).abs() < 1e-6, "{vm:?}");
 }
 
 /// Boyd-Wickizer et al., OLS 2012: every ticket release invalidates all spinners, whose re-reads
@@ -307,7 +310,7 @@ fn aple_moves_each_vms_window_in_steps_within_its_bounds_once_per_epoch() {
         assert!(vm.ple_inefficiency.is_some_and(|i| i > 0.0));
     }
     for vc in &r.vcpus {
-        let w = vc.ple_window_cycles;
+        let w = vc.ple_window_cycles.expect("PLE on");
         assert!((4096..=32768).contains(&w) && (w - 4096) % 1024 == 0, "vCPU {} of {}: window {w}", vc.vcpu, vc.vm);
     }
     let mean = r.vms[0].ple_window_mean_cycles.expect("exits");
@@ -320,7 +323,7 @@ fn every_policy_measures_its_ple_epochs_but_only_aple_acts_on_them() {
     let fixed = run(&apples_host("{ policy = \"fixed\", window_cycles = 16384 }", "hvs"));
     assert!(stock.vms[0].ple_epochs > 0 && fixed.vms[0].ple_epochs > 0);
     assert_eq!(fixed.vms[0].ple_window_mean_cycles, Some(16384.0));
-    assert!(fixed.vcpus.iter().all(|vc| vc.ple_window_cycles == 16384));
+    assert!(fixed.vcpus.iter().all(|vc| vc.ple_window_cycles == Some(16384)));
 }
 
 #[test]
@@ -490,7 +493,7 @@ fn amds_pause_filter_without_a_threshold_exits_from_short_waits_that_no_window_o
     assert!(intel.totals.acquisitions > 10_000 && intel.totals.lwp_events == 0, "{:?}", intel.totals);
     assert_eq!((intel.totals.ple_exits, amd.totals.ple_exits), (0, 0), "measured: 0 and 0");
     assert!(amd_3x.totals.ple_exits > 10, "measured: 45; {:?}", amd_3x.totals);
-    let window = amd_3x.vcpus[0].ple_window_cycles;
+    let window = amd_3x.vcpus[0].ple_window_cycles.expect("PLE on");
     assert!((30_000..60_000).contains(&window), "3000 PAUSEs reported as {window} TSC cycles of spinning");
 }
 
