@@ -34,8 +34,9 @@
 //! kernel's CPUs do when their nodes run out (`queued_spin_lock_slowpath` past `MAX_NODES`): it
 //! spins until the whole lock word is zero (no holder, no pending bit, no queue) and tries to
 //! take it then. Under sustained contention that moment may not come, and it starves: with
-//! 1,022 ids held by idle threads, two threads with ids and one without, a review measured the
-//! one without at 1/25 to 1/3,400 of the others' acquisitions (2026-11-27). The ticket locks,
+//! every id but two held by idle threads, two threads with ids and one without, a review
+//! measured the one without at 1/25 to 1/3,400 of the others' acquisitions (2026-11-27, when
+//! there were 1,024 ids; hence the 8,192 of [`MAX_CPUS`]). The ticket locks,
 //! TAS and the preemptable locks treat it like any thread. A lock word does not say who may
 //! take it, so it cannot be stolen safely past a queue head that is about to store `locked`.
 //!
@@ -102,12 +103,17 @@ use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-/// The most threads that hold a CPU id at once. Each id costs its per-CPU words and wake word
-/// (256 bytes: two padded rows), and an unlock that kicks scans `MAX_CPUS / 64` mask words.
+/// The most threads that hold a CPU id at once: 8,192, the x86-64 kernel's largest `NR_CPUS`
+/// (`CONFIG_MAXSMP`). Each id costs its per-CPU words and wake word (256 bytes: two padded rows;
+/// 2 MiB in all, zero bytes in `.bss`, so only the rows of ids in use are ever touched), and an
+/// unlock that kicks a PV ticket lock's waiter scans `MAX_CPUS / 64` mask words (128 loads of
+/// lines nobody writes unless a thread waits there). It was 1,024 until a review showed
+/// threads beyond it starving in the queued spinlocks (see "The machine"); a thread-per-
+/// connection server easily has more. The queued spinlocks' 14-bit tail bounds it at 16,383.
 /// Under `loom` models, which run at most a few threads, the machine is kept tiny to keep
 /// executions cheap.
 #[cfg(not(loom))]
-pub const MAX_CPUS: usize = 1024;
+pub const MAX_CPUS: usize = 8192;
 #[cfg(loom)]
 pub const MAX_CPUS: usize = 4;
 
@@ -234,8 +240,9 @@ pub struct Machine {
     overflow_mask: AtomicU64,
     /// The PV qspinlock's lock → node hash table (`pv_lock_hash`).
     pv_lock_hash: [AtomicU64; PV_LOCK_HASH_WORDS],
-    /// Bounded spins are cut to this many pauses (`u64::MAX`: not cut).
-    spin_cap: u64,
+    /// The complement of the cap on bounded spins, in pauses (0: not cut), so that a machine
+    /// that cuts nothing is all zero bytes and a `static` one takes no room in the binary.
+    spin_cut: u64,
 }
 
 /// The process-wide machine that [`Native::default`] runs on.
@@ -254,7 +261,7 @@ impl Machine {
             overflow_slots: PerCpuRow([const { AtomicU64::new(0) }; PerCpuSlot::COUNT]),
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: [const { AtomicU64::new(0) }; PV_LOCK_HASH_WORDS],
-            spin_cap: u64::MAX,
+            spin_cut: 0,
         }
     }
 
@@ -270,7 +277,7 @@ impl Machine {
             overflow_slots: PerCpuRow(from_fn(|_| AtomicU64::new(0))),
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: from_fn(|_| AtomicU64::new(0)),
-            spin_cap: u64::MAX,
+            spin_cut: 0,
         }
     }
 
@@ -279,8 +286,14 @@ impl Machine {
     /// (2^15 PAUSEs and more), so this drives their halting slow paths within a `loom` model's
     /// budget or a short stress test.
     pub const fn with_spin_cap(mut self, pauses: u64) -> Self {
-        self.spin_cap = pauses;
+        self.spin_cut = !pauses;
         self
+    }
+
+    /// The most PAUSEs a bounded spin may take (`u64::MAX`: not cut).
+    #[inline]
+    fn spin_cap(&self) -> u64 {
+        !self.spin_cut
     }
 
     /// Claim the lowest free CPU id, or `None` if all [`MAX_CPUS`] are taken.
@@ -494,7 +507,7 @@ impl Platform for Native {
 
     #[inline]
     async fn spin_until(&self, w: &AtomicU64, until: Until, max_pauses: u64) -> SpinOutcome {
-        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap) };
+        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap()) };
         loop {
             let v = w.load(Ordering::SeqCst);
             if until.holds(v) {
@@ -512,7 +525,7 @@ impl Platform for Native {
 
     #[inline]
     async fn spin_test_and_set(&self, w: &AtomicU64, bits: u64, max_pauses: u64) -> SpinOutcome {
-        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap) };
+        let mut left = if max_pauses == u64::MAX { u64::MAX } else { max_pauses.min(self.machine.spin_cap()) };
         loop {
             let old = w.fetch_or(bits, Ordering::SeqCst);
             if old & bits == 0 {
