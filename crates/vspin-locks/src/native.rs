@@ -243,6 +243,9 @@ pub struct Machine {
     /// The complement of the cap on bounded spins, in pauses (0: not cut), so that a machine
     /// that cuts nothing is all zero bytes and a `static` one takes no room in the binary.
     spin_cut: u64,
+    /// CPU ids never handed out (0: none), so that a test reaches the overflow paths with few
+    /// threads.
+    withheld_ids: usize,
 }
 
 /// The process-wide machine that [`Native::default`] runs on.
@@ -262,6 +265,7 @@ impl Machine {
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: [const { AtomicU64::new(0) }; PV_LOCK_HASH_WORDS],
             spin_cut: 0,
+            withheld_ids: 0,
         }
     }
 
@@ -278,6 +282,7 @@ impl Machine {
             overflow_mask: AtomicU64::new(0),
             pv_lock_hash: from_fn(|_| AtomicU64::new(0)),
             spin_cut: 0,
+            withheld_ids: 0,
         }
     }
 
@@ -290,6 +295,14 @@ impl Machine {
         self
     }
 
+    /// Hand out only CPU ids below `ids` (at most [`MAX_CPUS`]); threads beyond get
+    /// [`OVERFLOW_CPU`], so that a `loom` model of three threads reaches the overflow paths.
+    pub const fn with_cpu_ids(mut self, ids: usize) -> Self {
+        assert!(ids <= MAX_CPUS, "more CPU ids than the machine has");
+        self.withheld_ids = MAX_CPUS - ids;
+        self
+    }
+
     /// The most PAUSEs a bounded spin may take (`u64::MAX`: not cut).
     #[inline]
     fn spin_cap(&self) -> u64 {
@@ -298,11 +311,12 @@ impl Machine {
 
     /// Claim the lowest free CPU id, or `None` if all [`MAX_CPUS`] are taken.
     fn claim(&self) -> Option<CpuId> {
+        let ids = MAX_CPUS - self.withheld_ids;
         for (chunk, word) in self.taken.iter().enumerate() {
             let mut seen = word.load(Ordering::Acquire);
             while seen != u64::MAX {
                 let bit = (!seen).trailing_zeros() as usize;
-                if chunk * 64 + bit >= MAX_CPUS {
+                if chunk * 64 + bit >= ids {
                     break;
                 }
                 seen = word.fetch_or(1 << bit, Ordering::SeqCst);

@@ -18,7 +18,7 @@
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
-use vspin_locks::native::{block_on, Machine, Native};
+use vspin_locks::native::{block_on, Machine, Native, MAX_CPUS};
 use vspin_locks::*;
 
 /// Allocates fresh words; the first one (a ticket lock's only word) starts `start` away from
@@ -60,16 +60,16 @@ fn work<L: RawSpinLock<Native>>(p: Native, s: &Shared<L>, rounds: u64, try_first
 /// `threads` threads (the model's main thread included) acquiring `rounds` times each, with at
 /// most `preemptions` preemptions per execution unless `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u64, preemptions: usize) {
-    model_from::<L>(0, threads, rounds, preemptions)
+    model_on::<L>(0, MAX_CPUS, threads, rounds, preemptions)
 }
 
-/// [`model`] with the lock word starting at `start`.
-fn model_from<L: RawSpinLock<Native> + Send + Sync + 'static>(start: u64, threads: u64, rounds: u64, preemptions: usize) {
+/// [`model`] with the lock word starting at `start`, on a machine that hands out `cpu_ids` ids.
+fn model_on<L: RawSpinLock<Native> + Send + Sync + 'static>(start: u64, cpu_ids: usize, threads: u64, rounds: u64, preemptions: usize) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(preemptions));
     builder.check(move || {
         // A fresh machine per execution; loom objects must not outlive it, so it is leaked.
-        let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1)));
+        let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1).with_cpu_ids(cpu_ids)));
         let p = Native::on(machine);
         let shared = Arc::new(Shared { lock: L::new(&mut Words { start }), count: UnsafeCell::new(0) });
         let others: Vec<_> = (1..threads)
@@ -140,7 +140,7 @@ macro_rules! models_across_the_wrap {
             $(
                 #[test]
                 fn $name() {
-                    model_from::<$lock>($start, 2, 2, 2);
+                    model_on::<$lock>($start, MAX_CPUS, 2, 2, 2);
                 }
             )*
         }
@@ -154,4 +154,34 @@ models_across_the_wrap! {
     iticket: ITicketLock<Native>, WRAP24;
     preemptable_ticket: PreemptableTicketLock<Native>, WRAP16;
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, WRAP16;
+}
+
+/// Machines that hand out fewer CPU ids than the model has waiters, so that a waiter that asks
+/// for its CPU gets none: its halt is a yield, its per-CPU words are the overflow row, which no
+/// unlock scans, and it has no queue node (the PV queued locks make it try for the lock until it
+/// is free, as the kernel's CPUs past `MAX_NODES` do). In a PV ticket lock two of three threads
+/// may halt (one id: the second has none); in the PV queued locks the one thread that can queue
+/// behind a holder and a pending waiter has none (no ids). Each model fails when the overflow
+/// path is broken (a halt that sleeps: deadlock; a queued lock's overflow path that returns at
+/// once: two holders). The native qspinlock's is out of reach: its overflow spinner beside the
+/// pending one exceeds loom's branch budget with the two preemptions it needs.
+macro_rules! models_with_an_overflow_thread {
+    ($($name:ident: $lock:ty, ids $ids:expr, threads $threads:expr, rounds $rounds:expr, preemptions $preemptions:expr;)*) => {
+        mod with_an_overflow_thread {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    model_on::<$lock>(0, $ids, $threads, $rounds, $preemptions);
+                }
+            )*
+        }
+    };
+}
+
+models_with_an_overflow_thread! {
+    pv_ticket: PvTicketLock<Native>, ids 1, threads 3, rounds 1, preemptions 2;
+    pv_preemptable_ticket: PvPreemptableTicketLock<Native>, ids 1, threads 3, rounds 1, preemptions 2;
+    pv_qspinlock: PvQueuedSpinLock<Native>, ids 0, threads 3, rounds 1, preemptions 1;
+    pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, ids 0, threads 3, rounds 1, preemptions 1;
 }
