@@ -59,7 +59,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
         ITicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), u64> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
     }
 

@@ -80,7 +80,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
         LasTasLock { word: mem.word(0), longest: mem.word(0), since: mem.word(0) }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), ()> {
         let check = self.slice_check(p).await;
         if check != Some(false) && self.take(p, check.is_some()).await {
             Ok(())

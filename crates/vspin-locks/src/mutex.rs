@@ -92,7 +92,8 @@ unsafe impl<L: RawSpinLock<Native> + ConstInit> lock_api::RawMutex for NativeRaw
 
     #[inline]
     fn lock(&self) {
-        if let Err(contended) = block_on(self.0.lock_fast(&Native::default())) {
+        // SAFETY: an `Err` goes to the slow path, once.
+        if let Err(contended) = block_on(unsafe { self.0.lock_fast(&Native::default()) }) {
             // SAFETY: our own fast path's `contended`, used once.
             unsafe { lock_slow(&self.0, contended) };
         }

@@ -114,6 +114,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 /// executions cheap.
 #[cfg(not(loom))]
 pub const MAX_CPUS: usize = 8192;
+const _: () = assert!(MAX_CPUS < 1 << 14, "a queued spinlock's tail holds a CPU id + 1 in 14 bits");
 #[cfg(loom)]
 pub const MAX_CPUS: usize = 4;
 
@@ -253,7 +254,10 @@ pub struct Machine {
 pub static MACHINE: Machine = Machine::new();
 
 impl Machine {
-    /// An empty machine: no CPU id taken, every slot, mask and wake word zero.
+    /// An empty machine: no CPU id taken, every slot, mask and wake word zero. It is 2.5 MiB
+    /// (the rows of [`MAX_CPUS`] CPUs): make it a `static`, as [`MACHINE`] is (this is a `const
+    /// fn`, and the all-zero `static` costs the binary nothing), not a value on a thread's stack,
+    /// which a debug build may overflow (so does [`Default`]).
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Machine {
@@ -409,8 +413,8 @@ pub struct Native {
 }
 
 impl Native {
-    /// The platform on `machine` (a fresh one per `loom` execution, a leaked or `static` one
-    /// elsewhere). Every CPU using a lock must use the same machine: a PV waiter published in one
+    /// The platform on `machine` (a fresh one per `loom` execution, a `static` one elsewhere: see
+    /// [`Machine::new`]). Every CPU using a lock must use the same machine: a PV waiter published in one
     /// machine's slots is not found by an unlock scanning another's, and a queued lock's `tail`
     /// names a node of the machine it was encoded in.
     pub const fn on(machine: &'static Machine) -> Self {

@@ -98,7 +98,7 @@ unsafe impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opp
         OpportunisticTicketLock { head_tail: mem.word(0) }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), u64> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, TICKET_LOCK_INC).await)
     }
 

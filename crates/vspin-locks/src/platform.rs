@@ -234,19 +234,30 @@ pub trait Platform {
 /// line, so that it costs the uncontended path nothing.
 ///
 /// # Safety
-/// An implementation promises mutual exclusion: from the state that [`new`](Self::new) builds
-/// with a conforming [`WordAlloc`], while every caller keeps the contracts of the `unsafe`
-/// methods below and each CPU calls with its own platform value of one machine (on real threads,
-/// `Native` values on one [`Machine`](crate::native::Machine); a lock's per-CPU words and hash
-/// entries are that machine's), at most one caller at a time returns from `lock` or a `true`
-/// `try_lock` without having called `unlock` since, and `lock`'s acquiring access is ordered
-/// before the caller's next access, the releasing one of `unlock` after its last. The
-/// `lock_api` adapters (`mutex`) rest on this promise; the algorithms of this crate make it, and
-/// the interleaving tests and `loom` models check it.
+/// An implementation promises mutual exclusion. A caller *holds* the lock from a `lock_fast`
+/// that returned `Ok`, a `lock_slow` that returned or a `try_lock` that returned `true`, until
+/// it calls `unlock_fast`. The promise: at most one caller holds the lock at a time, the
+/// acquiring access is ordered before the holder's accesses and the releasing one after them,
+/// from every state that safe code can give a value of the type (its constructors, `new` with a
+/// conforming [`WordAlloc`], and its methods called as below), provided that
+/// - every future these methods return runs to completion (on the native platform each one
+///   completes at its first poll);
+/// - the `unsafe` methods are called as their Safety sections say;
+/// - each CPU calls with its own platform value, all of one machine (on real threads, `Native`
+///   values on one [`Machine`](crate::native::Machine): a lock's per-CPU words and hash entries
+///   are that machine's), of a [`Platform`] implementation that does what its docs say.
 ///
-/// Unlock is `unsafe` to call, as `lock_api::RawMutex::unlock` is: an unlock by a CPU that does
-/// not hold the lock (a head moved past a waiting ticket, a queue node freed early) can let two
-/// later callers in together, and nothing in a lock word records who holds it.
+/// The `lock_api` adapters (`mutex`) rest on this promise, and call the four methods of the two
+/// paths directly: the provided [`lock`](Self::lock) and [`unlock`](Self::unlock) must not be
+/// overridden. The algorithms of this crate make the promise, and the interleaving tests and
+/// `loom` models check it.
+///
+/// `lock_fast` is `unsafe` to call because an `Err` holds a place in the lock's queue (a ticket)
+/// that every later waiter waits for: dropped, 2^24 − 1 of them would bring a ticket lock's
+/// tickets round to the holder's. Unlock is `unsafe`, as `lock_api::RawMutex::unlock` is: an
+/// unlock by a CPU that does not hold the lock (a head moved past a waiting ticket, a queue node
+/// freed early) can let two later callers in together, and nothing in a lock word records who
+/// holds it.
 ///
 /// So a "lock" that always succeeds needs an `unsafe impl`, and cannot reach a
 /// `lock_api::Mutex` from safe code:
@@ -261,7 +272,7 @@ pub trait Platform {
 ///     type Contended = ();
 ///     type Waiters = ();
 ///     fn new(_: &mut impl WordAlloc<AtomicU64>) -> Self { AlwaysFree }
-///     async fn lock_fast(&self, _: &Native) -> Result<(), ()> { Ok(()) }
+///     async unsafe fn lock_fast(&self, _: &Native) -> Result<(), ()> { Ok(()) }
 ///     async unsafe fn lock_slow(&self, _: &Native, (): ()) {}
 ///     async unsafe fn unlock_fast(&self, _: &Native) -> Result<(), ()> { Ok(()) }
 ///     async unsafe fn unlock_slow(&self, _: &Native, (): ()) {}
@@ -282,9 +293,11 @@ pub unsafe trait RawSpinLock<P: Platform>: Sized {
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self;
 
     /// The uncontended attempt of `lock`: `Ok` if it took the lock, else what the slow path needs.
-    /// An `Err` may hold a place in the lock's queue (a ticket): pass it to
-    /// [`lock_slow`](Self::lock_slow), or every later waiter waits for it.
-    async fn lock_fast(&self, p: &P) -> Result<(), Self::Contended>;
+    ///
+    /// # Safety
+    /// An `Err` may hold a place in the lock's queue (a ticket): the caller passes it to
+    /// [`lock_slow`](Self::lock_slow).
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), Self::Contended>;
     /// The rest of `lock` after a failed fast path: returns holding the lock.
     ///
     /// # Safety
@@ -304,7 +317,8 @@ pub unsafe trait RawSpinLock<P: Platform>: Sized {
 
     /// Acquire: the fast path, then the slow path if it failed. Not meant to be overridden.
     async fn lock(&self, p: &P) {
-        if let Err(contended) = self.lock_fast(p).await {
+        // SAFETY: an `Err` goes to the slow path, once.
+        if let Err(contended) = unsafe { self.lock_fast(p).await } {
             // SAFETY: `contended` is our own fast path's, used once.
             unsafe { self.lock_slow(p, contended).await };
         }

@@ -207,7 +207,7 @@ unsafe impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLo
         PreemptableTicketLock { word: mem.word(0), timeout_unit: TIMEOUT_UNIT }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), ()> {
         p.compare_exchange(&self.word, 0, Layout::<BITS>::HELD_ALONE).await.map(drop).map_err(drop)
     }
 

@@ -173,7 +173,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
     }
 
     /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`.
-    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), ()> {
         match p.compare_exchange(&self.val, 0, LOCKED_VAL).await {
             Ok(_) => Ok(()),
             Err(_) => Err(()),

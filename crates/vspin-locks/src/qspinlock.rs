@@ -260,7 +260,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     }
 
     /// `queued_spin_lock`: `cmpxchg(val, 0 → _Q_LOCKED_VAL)`; the word it saw if that failed.
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), u64> {
         p.compare_exchange(&self.val, 0, LOCKED_VAL).await.map(drop)
     }
 

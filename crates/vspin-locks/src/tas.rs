@@ -78,7 +78,7 @@ unsafe impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLo
         TestAndSetLock { word: mem.word(0) }
     }
 
-    async fn lock_fast(&self, p: &P) -> Result<(), ()> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), ()> {
         match p.compare_exchange(&self.word, 0, 1).await {
             Ok(_) => Ok(()),
             Err(_) => Err(()),

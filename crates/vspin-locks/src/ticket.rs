@@ -15,8 +15,8 @@
 //! ticket could wrap onto a held lock (32,768 sleeping waiters of a PV ticket lock, whose
 //! tickets step by 2, are a thread-per-connection server's Tuesday). The tickets here have 24
 //! bits: 2^23 PV tickets, more than the threads Linux can create. Nothing a lock does depends on
-//! the width except where tickets wrap, every 2^24 acquisitions instead of 2^16; the simulator's
-//! results are the same as with 16-bit tickets.
+//! the width except where tickets wrap, every 2^24 acquisitions instead of 2^16 (2^23 and 2^15
+//! for the PV family); the simulator's results are the same as with 16-bit tickets.
 //!
 //! The kernel's 32-bit word has `tail` right above `head`; here `tail` is the top 24 bits of the
 //! 64-bit word (bits 40..64) and the bits between are zero or, for ITICKET, its threshold. The
@@ -79,7 +79,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
     }
 
     /// Draw a ticket; the old word if it is not served at once.
-    async fn lock_fast(&self, p: &P) -> Result<(), u64> {
+    async unsafe fn lock_fast(&self, p: &P) -> Result<(), u64> {
         served_at_once(p.fetch_add_field(&self.head_tail, TAIL, 1).await)
     }
 

@@ -220,8 +220,9 @@ struct NearWrap {
     start: u64,
 }
 
-// SAFETY: each call pushes a word of its own; `start` moves the tickets of a free lock to
-// near their wrap, which leaves it free.
+// SAFETY: each call pushes a word of its own. It holds `init | start`, against the letter of
+// the trait's contract and on purpose: `start` moves a free ticket lock's `head` and `tail`
+// together, to a free state that the lock's own acquisitions reach before their wrap.
 unsafe impl WordAlloc<usize> for NearWrap {
     fn word(&mut self, init: u64) -> usize {
         let mut words = self.m.words.borrow_mut();
