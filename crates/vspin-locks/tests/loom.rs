@@ -62,24 +62,44 @@ fn work<L: RawSpinLock<Native>>(p: Native, s: &Shared<L>, rounds: u64, try_first
 /// `threads` threads (the model's main thread included) acquiring `rounds` times each, with at
 /// most `preemptions` preemptions per execution unless `LOOM_MAX_PREEMPTIONS` says otherwise.
 fn model<L: RawSpinLock<Native> + Send + Sync + 'static>(threads: u64, rounds: u64, preemptions: usize) {
-    model_on::<L>(0, MAX_CPUS, threads, rounds, preemptions)
+    model_on::<L>(PLAIN, threads, rounds, preemptions)
 }
 
-/// [`model`] with the lock word starting at `start`, on a machine that hands out `cpu_ids` ids.
-fn model_on<L: RawSpinLock<Native> + Send + Sync + 'static>(start: u64, cpu_ids: usize, threads: u64, rounds: u64, preemptions: usize) {
+/// What a model runs on besides its threads.
+#[derive(Clone, Copy)]
+struct Setup {
+    /// Where the lock word starts (see [`Words`]).
+    start: u64,
+    /// How many CPU ids the machine hands out.
+    cpu_ids: usize,
+    /// Whether a thread of its own sends CPUs 0 and 1 one kick each, as an interrupt wakes a
+    /// halted vCPU: a halt then returns without the lock's kick (spuriously).
+    interrupts: bool,
+}
+
+const PLAIN: Setup = Setup { start: 0, cpu_ids: MAX_CPUS, interrupts: false };
+
+/// [`model`] on the given set-up.
+fn model_on<L: RawSpinLock<Native> + Send + Sync + 'static>(setup: Setup, threads: u64, rounds: u64, preemptions: usize) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(preemptions));
     builder.check(move || {
         // A fresh machine per execution; loom objects must not outlive it, so it is leaked.
-        let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1).with_cpu_ids(cpu_ids)));
+        let machine: &'static Machine = Box::leak(Box::new(Machine::new().with_spin_cap(1).with_cpu_ids(setup.cpu_ids)));
         let p = Native::on(machine);
-        let shared = Arc::new(Shared { lock: L::new(&mut Words { start }), count: UnsafeCell::new(0) });
-        let others: Vec<_> = (1..threads)
+        let shared = Arc::new(Shared { lock: L::new(&mut Words { start: setup.start }), count: UnsafeCell::new(0) });
+        let mut others: Vec<_> = (1..threads)
             .map(|i| {
                 let s = shared.clone();
                 loom::thread::spawn(move || work(p, &s, rounds, i == 1))
             })
             .collect();
+        if setup.interrupts {
+            others.push(loom::thread::spawn(move || {
+                block_on(p.kick(0));
+                block_on(p.kick(1));
+            }));
+        }
         work(p, &shared, rounds, false);
         for t in others {
             t.join().unwrap();
@@ -142,7 +162,7 @@ macro_rules! models_across_the_wrap {
             $(
                 #[test]
                 fn $name() {
-                    model_on::<$lock>($start, MAX_CPUS, 2, 2, 2);
+                    model_on::<$lock>(Setup { start: $start, ..PLAIN }, 2, 2, 2);
                 }
             )*
         }
@@ -174,7 +194,7 @@ macro_rules! models_with_an_overflow_thread {
             $(
                 #[test]
                 fn $name() {
-                    model_on::<$lock>(0, $ids, $threads, $rounds, $preemptions);
+                    model_on::<$lock>(Setup { cpu_ids: $ids, ..PLAIN }, $threads, $rounds, $preemptions);
                 }
             )*
         }
@@ -186,4 +206,31 @@ models_with_an_overflow_thread! {
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, ids 1, threads 3, rounds 1, preemptions 2;
     pv_qspinlock: PvQueuedSpinLock<Native>, ids 0, threads 3, rounds 1, preemptions 1;
     pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, ids 0, threads 3, rounds 1, preemptions 1;
+}
+
+/// The PV locks with halts that return without the lock's kick: an interrupt thread kicks CPUs 0
+/// and 1 once each, at any point of the execution (loom's futex itself never wakes spuriously).
+/// A lock that took a return from `halt` for its turn would let two in: with the PV ticket
+/// lock's slow path so broken (return after `lock_spinning`), its model here fails with a
+/// causality violation where the models without interrupts pass.
+macro_rules! models_with_interrupts {
+    ($($name:ident: $lock:ty;)*) => {
+        mod with_interrupts {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    model_on::<$lock>(Setup { interrupts: true, ..PLAIN }, 3, 1, 2);
+                }
+            )*
+        }
+    };
+}
+
+models_with_interrupts! {
+    pv_ticket: PvTicketLock<Native>;
+    oticket: OTicketLock<Native>;
+    pv_preemptable_ticket: PvPreemptableTicketLock<Native>;
+    pv_qspinlock: PvQueuedSpinLock<Native>;
+    pv_qspinlock_v42: PvQueuedSpinLockV42<Native>;
 }
