@@ -84,22 +84,13 @@ impl<const BITS: u32> Layout<BITS> {
     /// `head`, its carry, `locked`, the slow-path bit and `tail` must fit the word apart: with
     /// wider tickets `tail` would cover `locked`, the fast path would take the lock without
     /// setting it, and a timed-out waiter would win the competition beside the holder (a review
-    /// found it at 24 bits, 2026-11-27). Every field below evaluates this, so a lock with such
-    /// `BITS` does not compile.
+    /// found it at 24 bits, 2026-11-27). Both locks' `new` and `INIT` evaluate this, so a lock
+    /// with such `BITS` does not compile.
     pub(crate) const FITS: () = assert!(BITS >= 2 && 3 * BITS + 2 <= 64, "preemptable ticket locks need 2 <= BITS <= 20");
-    pub(crate) const HEAD: Field = {
-        let () = Self::FITS;
-        Field::new(0, BITS)
-    };
-    pub(crate) const TAIL: Field = {
-        let () = Self::FITS;
-        Field::new(64 - BITS, BITS)
-    };
+    pub(crate) const HEAD: Field = Field::new(0, BITS);
+    pub(crate) const TAIL: Field = Field::new(64 - BITS, BITS);
     /// Set while the lock is held.
-    pub(crate) const LOCKED: u64 = {
-        let () = Self::FITS;
-        1 << (2 * BITS)
-    };
+    pub(crate) const LOCKED: u64 = 1 << (2 * BITS);
     /// Set when a paravirtual waiter may be halted.
     pub(crate) const SLOWPATH: u64 = 1 << (2 * BITS + 1);
     /// The spare bits above `head`, where its carry lands when an unlock wraps it.

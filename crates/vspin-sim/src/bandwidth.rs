@@ -200,8 +200,13 @@ impl Sim {
         self.bandwidth.get_mut(vm as usize).and_then(Option::as_mut)
     }
 
+    /// The quota of VM `vm`, if it has one, to read.
+    fn quota_of(&self, vm: u32) -> Option<&Bandwidth> {
+        self.bandwidth.get(vm as usize).and_then(Option::as_ref)
+    }
+
     fn is_throttled(&self, vm: u32, p: u32) -> bool {
-        self.bandwidth.get(vm as usize).and_then(Option::as_ref).is_some_and(|b| b.throttled[p as usize])
+        self.quota_of(vm).is_some_and(|b| b.throttled[p as usize])
     }
 
     /// Whether `v` is held off its run queue by its VM's quota (before 6.18, every runnable vCPU
@@ -209,7 +214,7 @@ impl Sim {
     pub(crate) fn is_held(&self, v: u32) -> bool {
         let vc = &self.vcpus[v as usize];
         vc.host == HostState::Runnable
-            && self.bandwidth.get(vc.vm as usize).and_then(Option::as_ref).is_some_and(|b| b.held[vc.pcpu as usize].contains(&v))
+            && self.quota_of(vc.vm).is_some_and(|b| b.held[vc.pcpu as usize].contains(&v))
     }
 
     /// Whether the VM's throttled vCPUs leave the run queue one by one, each at its next VM entry
@@ -582,7 +587,7 @@ impl Sim {
                 if !throttled && !b.held[p].is_empty() {
                     found.push(format!("VM {vm} holds vCPUs {:?} on pCPU {p}, which is not throttled", b.held[p]));
                 }
-                let queued_while_throttled = self.vm_on(vm as u32, p as u32) && self.scheduler != SchedulerKind::Eevdf618;
+                let queued_while_throttled = self.vm_on(vm as u32, p as u32) && !self.task_based_throttle();
                 if throttled && (queued_while_throttled || b.budget[p] > 0) {
                     found.push(format!("VM {vm} is throttled on pCPU {p} with budget {} ns or a vCPU queued there", b.budget[p]));
                 }
