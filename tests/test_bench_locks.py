@@ -1,4 +1,5 @@
 import json
+import sys
 
 from vspin.cli import main
 
@@ -16,9 +17,14 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
     for r in rows:
-        assert set(r) == {"lock", "threads", "ops_per_sec", "fairness_max_min", "p99_acquire_ns"}
+        assert set(r) == {"lock", "threads", "ops_per_sec", "fairness_max_min", "p99_acquire_ns", "cpu_time_max_min",
+                          "acquisitions_per_cpu_s_max_min", "cpu_busy"}
         assert r["ops_per_sec"] > 0
         assert r["fairness_max_min"] is None or r["fairness_max_min"] >= 1
+        if sys.platform == "linux":  # each thread's CPU clock is read there
+            assert 0 < r["cpu_busy"] < 1.05
+            if r["threads"] == 1:
+                assert r["cpu_time_max_min"] == r["acquisitions_per_cpu_s_max_min"] == 1.0
     assert set(report["uncontended_ns"]) == {"oticket", "parking_lot"}
     assert all(0 < ns < 10_000 for ns in report["uncontended_ns"].values())
     assert (tmp_path / "locks.png").stat().st_size > 0

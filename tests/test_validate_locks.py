@@ -7,6 +7,7 @@ every point has a measurement and a prediction.
 import json
 import math
 import os
+import sys
 
 import pytest
 
@@ -165,9 +166,15 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert r["measured_ops_per_sec"] > 0 and r["predicted_ops_per_sec"] > 0
         assert len(r["measured_fairness_runs"]) == 2 and len(r["predicted_fairness_runs"]) == 3
         assert len(r["measured_p99_runs"]) == 2 and len(r["predicted_p99_runs"]) == 3
+        assert len(r["measured_cpu_time_runs"]) == len(r["measured_busy_runs"]) == 2
+        assert len(r["predicted_cpu_time_runs"]) == len(r["predicted_per_cpu_s_runs"]) == 3
+        assert 0 < r["predicted_busy"] <= 1, "threads cannot use more than the pCPUs"
         if r["threads"] == 1:
             assert r["measured_fairness"] == r["predicted_fairness"] == 1.0, "one thread is its own spread"
             assert r["predicted_p99_bucket_ns"] == [0, 1], "a lone thread never waits for its lock"
+            assert r["predicted_cpu_time_spread"] == r["predicted_per_cpu_s_spread"] == 1.0
+            if sys.platform == "linux":
+                assert r["measured_cpu_time_spread"] == r["measured_per_cpu_s_spread"] == 1.0
     assert report["host"]["costs"]["vm_exit_ns"] == 0.0
     assert report["config"]["warmup_s"] == 0.01 and len(report["bench_ns_per_iteration"]) == 2
     assert len(report["bench_loop_cv"]) == 2
@@ -180,6 +187,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
         assert [c["threads"] for c in criteria["ticket_collapse"]] == [4]
     printed = capsys.readouterr().out
     assert "predicted ops/s" in printed and "order at 4 threads" in printed and "p99 pred" in printed and "jitter (CV)" in printed
+    assert "where the fairness spread comes from" in printed
 
     # The cost table of that report predicts again without measuring the host.
     again = tmp_path / "again.json"

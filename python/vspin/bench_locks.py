@@ -88,12 +88,28 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
 
 
 def table(report: dict) -> str:
-    """Lock x threads: ops/s, fairness (max/min acquisitions per thread), p99 lock() latency."""
-    lines = [f"{'lock':<22} {'threads':>7} {'ops/s':>14} {'fairness':>9} {'p99 ns':>10}"]
+    """Lock x threads: ops/s, fairness and where it comes from, p99 lock() latency.
+
+    ``fairness`` is the most acquisitions of one thread over the fewest. Beside it, from each
+    thread's CPU clock (Linux; ``-`` elsewhere): ``cpu time``, the most CPU time of one thread over
+    the least (the scheduler's share of the spread); ``acq/cpu-s``, the same spread of acquisitions
+    per second of a thread's own CPU time (the lock's, while its threads run); and ``busy``, the
+    share of the cores the threads used together.
+    """
+    def spread(value: float | None, missing: str) -> str:
+        return missing if value is None else f"{value:.2f}"
+
+    lines = [f"{'lock':<22} {'threads':>7} {'ops/s':>14} {'fairness':>9} {'cpu time':>9} {'acq/cpu-s':>10} "
+             f"{'busy':>5} {'p99 ns':>10}"]
     for r in report["results"]:
-        fair = "starved" if r["fairness_max_min"] is None else f"{r['fairness_max_min']:.2f}"
+        clocks = r.get("cpu_busy") is not None
+        fair = spread(r["fairness_max_min"], "starved")
+        cpu = spread(r.get("cpu_time_max_min"), "starved" if clocks else "-")
+        rate = spread(r.get("acquisitions_per_cpu_s_max_min"), "starved" if clocks else "-")
+        busy = "-" if not clocks else f"{r['cpu_busy']:.0%}"
         p99 = "-" if r["p99_acquire_ns"] is None else f"{r['p99_acquire_ns']:,}"
-        lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['ops_per_sec']:>14,.0f} {fair:>9} {p99:>10}")
+        lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['ops_per_sec']:>14,.0f} {fair:>9} {cpu:>9} {rate:>10} "
+                     f"{busy:>5} {p99:>10}")
     if report.get("uncontended_ns"):
         lines.append("")
         lines.append("uncontended lock+unlock (ns): " + ", ".join(

@@ -242,13 +242,21 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
     }
 
 
-def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[tuple[float, float | None, list | None]]:
-    """Acquisitions per simulated second after ``warmup_ms`` of each scenario, the spread of its
-    threads' acquisitions in that window as ``bench-locks`` reports it (most over fewest; ``None``
-    when a thread made none), and the power-of-two bucket ``[from_ns, to_ns)`` that holds the 99th
-    percentile of the window's lock waits (``None`` without an acquisition): a run is
-    deterministic, so a run cut at the warm-up is the first part of the full run, and the
-    difference is the window."""
+def _spread(values: list[float]) -> float | None:
+    """Most over fewest, as ``bench-locks`` reports a spread; ``None`` when the fewest is zero."""
+    return max(values) / min(values) if min(values) > 0 else None
+
+
+def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> list[dict]:
+    """What ``bench-locks`` reports of each scenario's window after ``warmup_ms``: ``rate``,
+    acquisitions per simulated second; ``fairness``, the spread of the threads' acquisitions
+    (most over fewest; ``None`` when a thread made none); ``p99``, the power-of-two bucket
+    ``[from_ns, to_ns)`` that holds the 99th percentile of the window's lock waits (``None``
+    without an acquisition); and where the spread comes from: ``cpu_time``, the spread of the
+    threads' CPU time (a vCPU's time running: useful, spinning and in host work),
+    ``per_cpu_s``, the spread of their acquisitions per second of it, and ``busy``, their CPU time
+    over the window times the pCPUs. A run is deterministic, so a run cut at the warm-up is the
+    first part of the full run, and the difference is the window."""
     cut = [{**sc, "duration_ms": warmup_ms} for sc in scenarios] if warmup_ms > 0 else []
     with Runner(workers, label="validate-locks") as runner:
         results = runner.run_many(scenarios + cut)
@@ -257,6 +265,9 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
 
     def per_thread(r) -> list[int]:
         return [v["counters"]["acquisitions"] for v in r.raw["vcpus"]]
+
+    def cpu_ns(r) -> list[int]:
+        return [v["time"]["useful_ns"] + v["time"]["spin_ns"] + v["time"]["exit_ns"] for v in r.raw["vcpus"]]
 
     def window_waits(i: int) -> list[dict]:
         prior = {b["from_ns"]: b for b in before[i].raw["vms"][0]["lock_waits"]} if before else {}
@@ -270,13 +281,21 @@ def _predict(scenarios: list[dict], warmup_ms: float, workers: int | None) -> li
 
     predicted = []
     for i, r in enumerate(full):
-        counts = per_thread(r)
+        counts, cpu = per_thread(r), cpu_ns(r)
         if before:
             counts = [a - b for a, b in zip(counts, per_thread(before[i]))]
+            cpu = [a - b for a, b in zip(cpu, cpu_ns(before[i]))]
         waits = window_waits(i)
         p99 = wait_quantile(waits, 0.99) if waits else None
-        predicted.append((sum(counts) / window_s[i], max(counts) / min(counts) if min(counts) > 0 else None,
-                          [p99["from_ns"], p99["to_ns"]] if p99 else None))
+        host = scenarios[i]["host"]
+        pcpus = host["cores_per_socket"] * host["sockets"] * host["threads_per_core"]
+        predicted.append({
+            "rate": sum(counts) / window_s[i], "fairness": _spread(counts),
+            "p99": [p99["from_ns"], p99["to_ns"]] if p99 else None,
+            "cpu_time": _spread(cpu),
+            "per_cpu_s": _spread([n / t for n, t in zip(counts, cpu)]) if min(cpu) > 0 else None,
+            "busy": sum(cpu) / 1e9 / (window_s[i] * pcpus),
+        })
     return predicted
 
 
@@ -362,13 +381,14 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     except BenchConfigError as e:
         raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
-    fairness: dict[tuple[str, int], list[float | None]] = {}
-    p99: dict[tuple[str, int], list[int | None]] = {}
+    # Per point, every run's value of each other field of a row that the report keeps.
+    kept: dict[tuple[str, int], dict[str, list]] = {}
     for run in runs:
         for row in run["results"]:
-            measured.setdefault((row["lock"], row["threads"]), []).append(row["ops_per_sec"])
-            fairness.setdefault((row["lock"], row["threads"]), []).append(row["fairness_max_min"])
-            p99.setdefault((row["lock"], row["threads"]), []).append(row["p99_acquire_ns"])
+            point = (row["lock"], row["threads"])
+            measured.setdefault(point, []).append(row["ops_per_sec"])
+            for key, field in MEASURED_FIELDS.items():
+                kept.setdefault(point, {}).setdefault(key, []).append(row.get(field))
     # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
     # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
     costs_after = measure_host_costs() if measure_now else None
@@ -384,8 +404,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         "bench_loop_cv": [run["loop_cv"] for run in runs],
         "host_costs": costs,
         "host": host,
-        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, "measured_fairness_runs": fairness[(lock, n)],
-                  "measured_p99_runs": p99[(lock, n)]}
+        "rows": [{"lock": lock, "threads": n, "measured_runs": runs_, **kept[(lock, n)]}
                  for (lock, n), runs_ in measured.items()],
     }
     if costs_after is not None:
@@ -422,6 +441,16 @@ def _check_seeds(seeds: int) -> None:
         raise ValidationError(f"--seeds: must be an integer of at least 1, got {seeds}")
 
 
+#: What a report keeps of each measured run besides its throughput: the row's key, then the
+#: ``bench-locks`` field it holds (one value per run).
+MEASURED_FIELDS = {
+    "measured_fairness_runs": "fairness_max_min",
+    "measured_p99_runs": "p99_acquire_ns",
+    "measured_cpu_time_runs": "cpu_time_max_min",
+    "measured_per_cpu_s_runs": "acquisitions_per_cpu_s_max_min",
+    "measured_busy_runs": "cpu_busy",
+}
+
 #: The configuration a report's rows were measured with, which predicting them again needs.
 REPORT_CONFIG_KEYS = ("threads", "seconds", "warmup_s", "cs_ns", "think_ns", "repeat", "host_hz")
 
@@ -437,10 +466,9 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     try:
         config, costs = dict(measured["config"]), measured["host_costs"]
         rows = [{"lock": r["lock"], "threads": r["threads"], "measured_runs": list(r["measured_runs"]),
-                 # Reports from before fairness (or latency) was predicted have no measured spreads
-                 # (or p99 latencies).
-                 **({"measured_fairness_runs": list(r["measured_fairness_runs"])} if "measured_fairness_runs" in r else {}),
-                 **({"measured_p99_runs": list(r["measured_p99_runs"])} if "measured_p99_runs" in r else {})}
+                 # Reports from before fairness (latency, CPU time) was predicted have no measured
+                 # spreads (p99 latencies, CPU times).
+                 **{key: list(r[key]) for key in MEASURED_FIELDS if key in r}}
                 for r in measured["rows"]]
         hz = config["host_hz"]
         cores = measured["machine"]["cores"]
@@ -503,16 +531,31 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
     simulated = _predict(scenarios, warmup_s * 1000.0, workers)
     for k, row in enumerate(report["rows"]):
         points = simulated[k * seeds:(k + 1) * seeds]
-        predicted = [rate for rate, _, _ in points]
-        spreads = [spread for _, spread, _ in points]
-        p99s = [p99 for _, _, p99 in points]
+        predicted = [point["rate"] for point in points]
+        spreads = [point["fairness"] for point in points]
+        p99s = [point["p99"] for point in points]
+        cpu_times = [point["cpu_time"] for point in points]
+        per_cpu_s = [point["per_cpu_s"] for point in points]
+        busy = [point["busy"] for point in points]
         m, p = statistics.median(row["measured_runs"]), statistics.median(predicted)
+
+        def measured_spread(key: str) -> float | None:
+            return median_spread(row[key]) if row.get(key) else None
+
         row.update({"measured_ops_per_sec": m, "predicted_ops_per_sec": p, "predicted_runs": predicted,
                     "predicted_over_measured": p / m if m > 0 else None,
-                    "measured_fairness": median_spread(row["measured_fairness_runs"]) if "measured_fairness_runs" in row else None,
+                    "measured_fairness": measured_spread("measured_fairness_runs"),
                     "predicted_fairness": median_spread(spreads), "predicted_fairness_runs": spreads,
                     "measured_p99_acquire_ns": _median_known(row.get("measured_p99_runs", [])),
-                    "predicted_p99_bucket_ns": _median_known(p99s), "predicted_p99_runs": p99s})
+                    "predicted_p99_bucket_ns": _median_known(p99s), "predicted_p99_runs": p99s,
+                    # Where the spread comes from: the threads' CPU times (the scheduler's share)
+                    # and their acquisitions per CPU second (the lock's), and how busy the cores were.
+                    "measured_cpu_time_spread": measured_spread("measured_cpu_time_runs"),
+                    "predicted_cpu_time_spread": median_spread(cpu_times), "predicted_cpu_time_runs": cpu_times,
+                    "measured_per_cpu_s_spread": measured_spread("measured_per_cpu_s_runs"),
+                    "predicted_per_cpu_s_spread": median_spread(per_cpu_s), "predicted_per_cpu_s_runs": per_cpu_s,
+                    "measured_busy": _median_known(row.get("measured_busy_runs", [])),
+                    "predicted_busy": statistics.median(busy), "predicted_busy_runs": busy})
     report["criteria"] = criteria(report)
     return report
 
@@ -598,6 +641,22 @@ def table(report: dict) -> str:
                      f"{r['predicted_ops_per_sec']:>16,.0f} {ratio:>9} "
                      f"{spread(r['measured_fairness']):>13} {spread(r['predicted_fairness']):>13} "
                      f"{p99_measured(r):>10} {p99_predicted(r):>17}")
+    oversubscribed = [r for r in report["rows"] if r["threads"] > report["machine"]["cores"]]
+    if oversubscribed:
+        lines.append("")
+        lines.append("where the fairness spread comes from, with more threads than cores (measured / predicted): the "
+                     "threads' CPU times (the scheduler's share), their acquisitions per CPU second (the lock's), "
+                     "the cores' busy share")
+        lines.append(f"{'lock':<22} {'threads':>7} {'cpu time':>13} {'acq/cpu-s':>13} {'busy':>11}")
+
+        def share(x: float | None) -> str:
+            return "-" if x is None else f"{x:.0%}"
+
+        for r in oversubscribed:
+            lines.append(f"{r['lock']:<22} {r['threads']:>7} "
+                         f"{spread(r.get('measured_cpu_time_spread')):>6} {spread(r.get('predicted_cpu_time_spread')):>6} "
+                         f"{spread(r.get('measured_per_cpu_s_spread')):>6} {spread(r.get('predicted_per_cpu_s_spread')):>6} "
+                         f"{share(r.get('measured_busy')):>5} {share(r.get('predicted_busy')):>5}")
     c = report["criteria"]
     lines.append("")
     for o in c["ordering"]:

@@ -13,7 +13,12 @@
 //!   got the lock: starvation is not a finite ratio);
 //! - the 99th percentile of the time `lock()` took, sampled on every `sample_every`-th
 //!   acquisition into a per-thread log-linear histogram (16 sub-buckets per power of two, so
-//!   values are within 1/16 below the truth), keeping clock reads off most iterations.
+//!   values are within 1/16 below the truth), keeping clock reads off most iterations;
+//! - where fairness comes from (on Linux, from each thread's CPU clock over the same window): the
+//!   spread of the threads' CPU times, the spread of their acquisitions per second of their own
+//!   CPU time, and the share of the cores the threads used together. The first is the
+//!   scheduler's doing, the second the lock's while its threads run; a lock whose waiters sleep
+//!   loses CPU time to those that stay awake (`cpu_time`).
 //!
 //! The critical section and the think time are busy loops of increments (on the protected
 //! counter and on a local) whose length in iterations is calibrated against the clock once per
@@ -32,8 +37,10 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use cpu_time::ThreadClock;
 use vspin_locks::mutex::*;
 
+mod cpu_time;
 pub mod host_costs;
 mod placement;
 
@@ -222,6 +229,17 @@ pub struct Row {
     pub fairness_max_min: Option<f64>,
     /// `None` if no acquisition was sampled.
     pub p99_acquire_ns: Option<u64>,
+    /// Most over least CPU time of one thread in the window; `None` where threads' CPU clocks
+    /// cannot be read (not Linux) or a thread ran not at all.
+    pub cpu_time_max_min: Option<f64>,
+    /// Most over fewest acquisitions per second of the thread's own CPU time: the lock's
+    /// fairness to the threads while they run, the scheduler's share taken out. `None` as for
+    /// `cpu_time_max_min`, or when a thread never got the lock.
+    pub acquisitions_per_cpu_s_max_min: Option<f64>,
+    /// The threads' CPU time together over the window times the cores this process may use:
+    /// below 1 when a lock leaves cores idle while its threads sleep. `None` where CPU clocks
+    /// cannot be read.
+    pub cpu_busy: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -260,9 +278,7 @@ pub fn run(config: &Config) -> Result<Report, String> {
             uncontended_ns.insert(lock.clone(), with_lock!(lock.as_str(), uncontended()));
         }
         for &threads in &config.threads {
-            let (ops_per_sec, fairness_max_min, p99_acquire_ns) =
-                with_lock!(lock.as_str(), contended(threads, config, &work))?;
-            results.push(Row { lock: lock.clone(), threads, ops_per_sec, fairness_max_min, p99_acquire_ns });
+            results.push(with_lock!(lock.as_str(), contended(lock, threads, config, &work))?);
         }
     }
     let ns_per_iteration = work.ns_per_iteration;
@@ -375,9 +391,9 @@ fn uncontended<L: BenchLock>() -> f64 {
     best
 }
 
-/// Throughput, fairness and p99 acquisition latency of `threads` threads on one lock, over
-/// `config.seconds` after `config.warmup_s`.
-fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Result<(f64, Option<f64>, Option<u64>), String> {
+/// Throughput, fairness, p99 acquisition latency and CPU shares of `threads` threads on one
+/// lock, over `config.seconds` after `config.warmup_s`.
+fn contended<L: BenchLock>(name: &str, threads: usize, config: &Config, work: &Work) -> Result<Row, String> {
     /// One thread's acquisitions so far, on its own cache line.
     #[repr(align(128))]
     struct Count(AtomicU64);
@@ -433,6 +449,7 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Resu
         }
     }
     let snapshot = || counts.iter().map(|c| c.0.load(Ordering::Relaxed)).collect::<Vec<u64>>();
+    let clocks: Option<Vec<ThreadClock>> = workers.iter().map(ThreadClock::of).collect();
     gate.open(true);
     if config.warmup_s > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(config.warmup_s));
@@ -441,9 +458,9 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Resu
     // milliseconds after the workers started: counting from their start (as this benchmark once
     // did) credited a FIFO lock's full-speed start to a window that had not begun.
     recording.store(true, Ordering::Relaxed);
-    let (t, before) = (Instant::now(), snapshot());
+    let (t, before, cpu_before) = (Instant::now(), snapshot(), cpu_time::read_all(&clocks));
     std::thread::sleep(Duration::from_secs_f64(config.seconds));
-    let (after, elapsed) = (snapshot(), t.elapsed().as_secs_f64());
+    let (after, elapsed, cpu_after) = (snapshot(), t.elapsed().as_secs_f64(), cpu_time::read_all(&clocks));
     recording.store(false, Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     let mut histogram = Histogram::default();
@@ -451,9 +468,27 @@ fn contended<L: BenchLock>(threads: usize, config: &Config, work: &Work) -> Resu
         histogram.merge(&w.join().expect("bench thread")?);
     }
     let counts: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-    let (max, min) = (*counts.iter().max().unwrap(), *counts.iter().min().unwrap());
-    let ops = counts.iter().sum::<u64>() as f64 / elapsed;
-    Ok((ops, (min > 0).then(|| max as f64 / min as f64), histogram.quantile(0.99)))
+    let cpu_ns: Option<Vec<u64>> = cpu_before.zip(cpu_after).map(|(b, a)| a.iter().zip(&b).map(|(a, b)| a - b).collect());
+    let rates: Option<Vec<f64>> = cpu_ns.as_ref().filter(|ns| ns.iter().all(|&n| n > 0)).map(|ns| {
+        counts.iter().zip(ns).map(|(&c, &n)| c as f64 / (n as f64 * 1e-9)).collect()
+    });
+    Ok(Row {
+        lock: name.to_string(),
+        threads,
+        ops_per_sec: counts.iter().sum::<u64>() as f64 / elapsed,
+        fairness_max_min: spread(counts.iter().map(|&c| c as f64)),
+        p99_acquire_ns: histogram.quantile(0.99),
+        cpu_time_max_min: cpu_ns.as_ref().and_then(|ns| spread(ns.iter().map(|&n| n as f64))),
+        acquisitions_per_cpu_s_max_min: rates.and_then(|r| spread(r.into_iter())),
+        cpu_busy: cpu_ns.map(|ns| ns.iter().sum::<u64>() as f64 * 1e-9 / (elapsed * cores() as f64)),
+    })
+}
+
+/// The largest value over the smallest; `None` when the smallest is zero (starvation is not a
+/// finite ratio).
+fn spread(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (min, max) = values.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    (min > 0.0 && min.is_finite()).then(|| max / min)
 }
 
 /// Where the workers wait until all are spawned: then the gate opens, to run or (when the OS
@@ -590,6 +625,16 @@ mod tests {
         assert_eq!(report.results.len(), LOCKS.len() * 2);
         for row in &report.results {
             assert!(row.ops_per_sec > 0.0, "{row:?}");
+            if cfg!(target_os = "linux") {
+                // The threads cannot use more than the cores (a little over: the clocks are read
+                // just after the window's ends).
+                let busy = row.cpu_busy.expect("Linux reads thread CPU clocks");
+                assert!(busy > 0.0 && busy < 1.05, "{row:?}");
+                if row.threads == 1 {
+                    assert_eq!(row.cpu_time_max_min, Some(1.0), "{row:?}");
+                    assert_eq!(row.acquisitions_per_cpu_s_max_min, Some(1.0), "{row:?}");
+                }
+            }
         }
         assert!(report.uncontended_ns.values().all(|&ns| ns > 0.0 && ns < 10_000.0));
     }
