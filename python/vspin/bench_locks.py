@@ -92,8 +92,9 @@ def table(report: dict) -> str:
 
     ``fairness`` is the most acquisitions of one thread over the fewest. Beside it, from each
     thread's CPU clock (Linux; ``-`` elsewhere): ``cpu time``, the most CPU time of one thread over
-    the least (the scheduler's share of the spread); ``acq/cpu-s``, the same spread of acquisitions
-    per second of a thread's own CPU time (the lock's, while its threads run); and ``busy``, the
+    the least (how unequally they ran: sleeping in the lock's slow path, and the scheduler's split of
+    the cores); ``acq/cpu-s``, the same spread of acquisitions per second of a thread's own CPU time
+    (how unequally they acquired while running); and ``busy``, the
     share of the cores the threads used together.
     """
     def spread(value: float | None, missing: str) -> str:

@@ -548,8 +548,8 @@ def _with_prediction(report: dict, workers: int | None) -> dict:
                     "predicted_fairness": median_spread(spreads), "predicted_fairness_runs": spreads,
                     "measured_p99_acquire_ns": _median_known(row.get("measured_p99_runs", [])),
                     "predicted_p99_bucket_ns": _median_known(p99s), "predicted_p99_runs": p99s,
-                    # Where the spread comes from: the threads' CPU times (the scheduler's share)
-                    # and their acquisitions per CPU second (the lock's), and how busy the cores were.
+                    # Where the spread comes from: how unequally the threads ran (their CPU times)
+                    # and acquired while running (per CPU second), and how busy the cores were.
                     "measured_cpu_time_spread": measured_spread("measured_cpu_time_runs"),
                     "predicted_cpu_time_spread": median_spread(cpu_times), "predicted_cpu_time_runs": cpu_times,
                     "measured_per_cpu_s_spread": measured_spread("measured_per_cpu_s_runs"),
@@ -645,7 +645,8 @@ def table(report: dict) -> str:
     if oversubscribed:
         lines.append("")
         lines.append("where the fairness spread comes from, with more threads than cores (measured / predicted): the "
-                     "threads' CPU times (the scheduler's share), their acquisitions per CPU second (the lock's), "
+                     "threads' CPU times (how unequally they ran), their acquisitions per CPU second (how unequally they "
+                     "acquired while running), "
                      "the cores' busy share")
         lines.append(f"{'lock':<22} {'threads':>7} {'cpu time':>13} {'acq/cpu-s':>13} {'busy':>11}")
 

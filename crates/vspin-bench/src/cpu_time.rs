@@ -1,11 +1,12 @@
 //! How much CPU time each benchmark thread got, read from the timing thread.
 //!
-//! With more threads than cores, a thread's acquisitions are its share of the CPU times the rate
-//! at which it acquires while it runs. The two come apart only when measured apart: a lock whose
-//! waiters sleep longer than the scheduler remembers (EEVDF keeps a sleeper's lag only up to
-//! about two slices) hands the CPU to the threads that stay awake, so its acquisitions can be
-//! spread widely while its running threads acquire at one rate. Each thread's clock is read
-//! through `pthread_getcpuclockid`, so the workers' loop is untouched.
+//! With more threads than cores, a thread's acquisitions are its CPU time times the rate at which
+//! it acquires while it runs. The two come apart only when measured apart: a thread asleep in a
+//! lock's slow path runs not at all, and the scheduler pays a sleeper back little of what it
+//! missed (EEVDF keeps at most about two slices of lag), so a lock whose waiters sleep unequally
+//! spreads its threads' CPU times, and with them their acquisitions, while every running thread
+//! acquires at about one rate. Each thread's clock is read through `pthread_getcpuclockid` from
+//! the timing thread, so the workers' loop is untouched.
 
 /// One thread's CPU-time clock.
 #[derive(Clone, Copy)]

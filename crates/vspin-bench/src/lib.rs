@@ -16,9 +16,10 @@
 //!   values are within 1/16 below the truth), keeping clock reads off most iterations;
 //! - where fairness comes from (on Linux, from each thread's CPU clock over the same window): the
 //!   spread of the threads' CPU times, the spread of their acquisitions per second of their own
-//!   CPU time, and the share of the cores the threads used together. The first is the
-//!   scheduler's doing, the second the lock's while its threads run; a lock whose waiters sleep
-//!   loses CPU time to those that stay awake (`cpu_time`).
+//!   CPU time, and the share of the cores the threads used together. The first says how
+//!   unequally the threads got to run (how long each slept in the lock's slow path, and how the
+//!   scheduler split the cores among the others), the second how unequally they acquired while
+//!   running (`cpu_time`).
 //!
 //! The critical section and the think time are busy loops of increments (on the protected
 //! counter and on a local) whose length in iterations is calibrated against the clock once per
@@ -233,7 +234,7 @@ pub struct Row {
     /// cannot be read (not Linux) or a thread ran not at all.
     pub cpu_time_max_min: Option<f64>,
     /// Most over fewest acquisitions per second of the thread's own CPU time: the lock's
-    /// fairness to the threads while they run, the scheduler's share taken out. `None` as for
+    /// fairness to the threads while they run, how unequally they ran taken out. `None` as for
     /// `cpu_time_max_min`, or when a thread never got the lock.
     pub acquisitions_per_cpu_s_max_min: Option<f64>,
     /// The threads' CPU time together over the window times the cores this process may use:
