@@ -629,13 +629,39 @@ pub enum LockKind {
 }
 
 /// Where a VM's vCPUs may run.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(untagged, expecting = "\"1:1\" (vCPU i on pCPU i), \"none\" (any pCPU), or a list of pCPU indices, one per vCPU")]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
 pub enum Pinning {
     Named(String),
     /// One pCPU index per vCPU. Signed, so that a negative entry reaches validation, which names
     /// it, instead of failing the whole list's parse.
     List(Vec<i64>),
+}
+
+/// By hand rather than `untagged`, so that a bad entry of a list is named by its position
+/// (`pin: entry 3 ...`) instead of the whole value being refused as none of the forms.
+impl<'de> Deserialize<'de> for Pinning {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const FORMS: &str = "\"1:1\" (vCPU i on pCPU i), \"none\" (any pCPU), or a list of pCPU indices, one per vCPU";
+        struct Forms;
+        impl<'de> serde::de::Visitor<'de> for Forms {
+            type Value = Pinning;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(FORMS)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Pinning, E> {
+                Ok(Pinning::Named(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Pinning, A::Error> {
+                let mut list = Vec::new();
+                while let Some(pcpu) = seq.next_element::<i64>()? {
+                    list.push(pcpu);
+                }
+                Ok(Pinning::List(list))
+            }
+        }
+        d.deserialize_any(Forms)
+    }
 }
 
 impl Default for Pinning {
@@ -987,8 +1013,12 @@ impl Scenario {
         let mut names = std::collections::BTreeSet::new();
         for (i, vm) in self.vms.iter().enumerate() {
             let at = |f: &str| format!("vm[{i}].{f}");
-            if vm.name.trim().is_empty() || !names.insert(vm.name.as_str()) {
-                return Err(err(at("name"), format!("{:?} must be non-empty (not only spaces) and unique among VMs", vm.name)));
+            if vm.name.trim().is_empty() {
+                return Err(err(at("name"), format!("{:?} must be non-empty (not only spaces)", vm.name)));
+            }
+            if !names.insert(vm.name.as_str()) {
+                let first = self.vms.iter().position(|other| other.name == vm.name).unwrap_or(i);
+                return Err(err(at("name"), format!("{:?} is already the name of vm[{first}]; VM names must be unique", vm.name)));
             }
             if !TOPOLOGY_COUNT.contains(&vm.vcpus) {
                 return Err(err(at("vcpus"), format!("{} is out of range; allowed {TOPOLOGY_COUNT:?}", vm.vcpus)));
@@ -1444,7 +1474,11 @@ fn whole_number_range(path: &str) -> Option<String> {
     if let Some(field) = path.strip_prefix("hypervisor.ple.aple.") {
         return Some(if field == "epoch_exits" { format!("{APLE_EPOCH_EXITS:?}") } else { format!("{APLE_WINDOW_CYCLES:?}") });
     }
-    Some(match path.rsplit('.').next()? {
+    let field = path.rsplit('.').next()?;
+    if field.starts_with("pin[") {
+        return Some("a pCPU index, 0 up to the host's pCPUs - 1".to_string());
+    }
+    Some(match field {
         "vcpus" | "sockets" | "cores_per_socket" | "threads_per_core" => format!("{TOPOLOGY_COUNT:?}"),
         "threads_per_vcpu" => format!("{THREADS_PER_VCPU:?}"),
         "barrier_every" => format!("{BARRIER_EVERY:?}"),
@@ -1502,8 +1536,9 @@ fn plain_message(raw: &str) -> String {
 
 /// serde names the Rust type it wanted; a scenario's author thinks in TOML values.
 fn plain_types(message: &str) -> String {
-    const TYPES: [(&str, &str); 4] = [
+    const TYPES: [(&str, &str); 5] = [
         ("expected f64", "expected a number"),
+        ("expected i64", "expected a whole number"),
         ("expected u64", "expected a whole number, 0 or more"),
         ("expected u32", "expected a whole number from 0 to 4294967295"),
         ("expected a boolean", "expected true or false"),
