@@ -40,6 +40,10 @@ def test_a_sweep_resumes_from_its_store_and_shares_runs(small, tmp_path):
     with duckdb.connect(str(store)) as db:
         assert db.sql("SELECT count(*) FROM runs").fetchone()[0] == 4
         assert db.sql("SELECT count(*) FROM vms WHERE lock = 'tas'").fetchone()[0] == 4
+        # The README's query: one row per scenario, length and lock of this build.
+        by_lock = db.sql("SELECT scenario, duration_ms, lock, count(*) AS runs, avg(throughput_per_s) FROM vms "
+                         "WHERE engine = ? GROUP BY ALL ORDER BY ALL", params=[vspin.sweeps.engine()]).fetchall()
+        assert [row[:4] for row in by_lock] == [("small", 20.0, lock, 4) for lock in ("tas", "ticket")]
         stored = json.loads(db.sql("SELECT result FROM runs WHERE json_extract_string(scenario, '$.seed') = '2' "
                                    "AND json_extract_string(scenario, '$.vm[0].lock') = 'tas'").fetchone()[0])
     assert stored == json.loads(vspin.run(small, {"vm.*.lock": "tas"}, seed=2).to_json())

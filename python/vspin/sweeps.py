@@ -28,13 +28,18 @@ changed, runs every point again instead of mixing old numbers with new (the old 
 One process may write a store at a time (DuckDB's file lock). Tables, for SQL::
 
     runs(key, engine, scenario JSON, result JSON, stored_at)   -- one row per run
-    vms(key, engine, scenario, seed, vm, lock, workload, throughput_per_s, metrics JSON)
+    vms(key, engine, scenario, seed, duration_ms, vm, lock, workload, throughput_per_s, metrics JSON)
                                                                -- a view: one row per VM
 
-For example (keep the connection in a variable while you use a result: a relation needs it)::
+A store keeps every run it was ever given: other scenarios, other lengths of the same one, and
+runs of earlier builds (other ``engine``), so group by what tells them apart. For example (keep
+the connection in a variable while you use a result: a relation needs it)::
 
     db = duckdb.connect("runs.duckdb")
-    db.sql("SELECT lock, count(*), avg(throughput_per_s) FROM vms GROUP BY lock").show()
+    db.sql("SELECT scenario, duration_ms, lock, count(*) AS runs, avg(throughput_per_s) FROM vms "
+           "WHERE engine = ? GROUP BY ALL ORDER BY ALL", params=[vspin.sweeps.engine()]).show()
+
+``lock`` is NULL for a VM that takes no locks (a ``cpu-hog``).
 
 The returned DataFrame has one row per point and VM: the grid's paths as columns (in grid
 order; ``PATH (grid)`` where a metric has the path's name, as ``vm``), then the VM's metrics as in ``Result.vms`` (its ``name`` column called ``vm``). ``df.attrs["ran"]`` and ``df.attrs["reused"]``
@@ -75,7 +80,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE OR REPLACE VIEW vms AS
 SELECT r.key, r.engine, r.scenario->>'name' AS scenario, CAST(r.result->>'seed' AS BIGINT) AS seed,
-       vm.value->>'name' AS vm, vm.value->>'lock' AS lock, vm.value->>'workload' AS workload,
+       CAST(r.scenario->>'duration_ms' AS DOUBLE) AS duration_ms, vm.value->>'name' AS vm, vm.value->>'lock' AS lock, vm.value->>'workload' AS workload,
        CAST(vm.value->>'throughput_per_s' AS DOUBLE) AS throughput_per_s, vm.value AS metrics
 FROM runs r, json_each(r.result->'vms') AS vm;
 """
