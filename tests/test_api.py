@@ -66,6 +66,15 @@ def test_summary_reports_how_long_acquisitions_waited(small):
     assert "median" in text and "half the waiting in waits of" in text
 
 
+def test_a_metric_without_a_value_is_nan_in_every_frame_so_runs_concatenate(small):
+    off = vspin.run(small, {"hypervisor.ple.policy": "off"})
+    assert off.raw["vms"][0]["ple_inefficiency"] is None and off.raw["vcpus"][0]["ple_window_cycles"] is None
+    assert off.vms.ple_inefficiency.dtype == "float64" and off.vms.ple_inefficiency.isna().all()
+    assert off.vcpus.ple_window_cycles.dtype == "float64"
+    swept = vspin.sweep(small, {"hypervisor.ple.policy": ["off", "kvm"]}, workers=1)
+    assert swept.ple_window_mean_cycles.dtype == "float64" and swept.completion_ms.dtype == "float64"
+
+
 def test_every_vcpu_nanosecond_is_accounted_for(small):
     r = vspin.run(small)
     time_cols = [c for c in r.vcpus.columns if c.startswith("time_")]

@@ -9,6 +9,21 @@ import pandas as pd
 TIME_KINDS = ("useful", "spin", "exit", "halted", "waiting", "finished")
 
 
+#: Metrics that are a number or null (no target met, no PLE epoch ended, PLE off). A column that
+#: holds a null is made float with NaN for it: otherwise a column of nulls alone stays Python
+#: ``None`` objects and, concatenated with another run's numbers (``vspin.sweep``), mixes ``None``
+#: and NaN.
+NULLABLE_NUMBERS = ("completion_ms", "ple_inefficiency", "ple_window_mean_cycles", "ple_window_cycles")
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for column in NULLABLE_NUMBERS:
+        if column in df and df[column].isna().any():
+            df[column] = df[column].astype("float64")
+    return df
+
+
 def _flatten(row: dict) -> dict:
     flat = {k: v for k, v in row.items() if k not in ("time", "counters", "lock_waits", "lock_holds", "locks", "ple_epoch_trace")}
     flat.update({f"time_{k}": v for k, v in row["time"].items()})
@@ -28,12 +43,12 @@ class Result:
     @property
     def vms(self) -> pd.DataFrame:
         """One row per VM: throughput, completion, time breakdown (ns) and counters."""
-        return pd.DataFrame([_flatten(vm) for vm in self.raw["vms"]])
+        return _frame([_flatten(vm) for vm in self.raw["vms"]])
 
     @property
     def vcpus(self) -> pd.DataFrame:
         """One row per vCPU: work done, final PLE window, time breakdown (ns) and counters."""
-        return pd.DataFrame([_flatten(v) for v in self.raw["vcpus"]])
+        return _frame([_flatten(v) for v in self.raw["vcpus"]])
 
     @property
     def lock_waits(self) -> pd.DataFrame:
