@@ -213,6 +213,14 @@ def test_a_whole_number_beyond_64_bits_is_named_not_read_as_a_float(small, value
         vspin.run(small, seed=value)
 
 
+def test_a_field_given_a_number_beyond_64_bits_states_its_own_range(small):
+    with pytest.raises(vspin.ScenarioError, match=r"^vm\.\*\.vcpus: 100000000000000000000 is out of range; allowed 1..=256$"):
+        vspin.run(small, {"vm.*.vcpus": 10**20})
+    text = small.replace("cores_per_socket = 2", f"cores_per_socket = {-(10**20)}")
+    with pytest.raises(vspin.ScenarioError, match=r"^host\.cores_per_socket: -100000000000000000000 is out of range; allowed 1..=256$"):
+        vspin.run(text)
+
+
 def test_a_timeline_window_is_checked(small):
     with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
         vspin.run(small, timeline="0:5")

@@ -30,7 +30,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     (``seed``, ``duration_ms``, ``name``).
     """
     if isinstance(scenario, dict):
-        _check_values(scenario, "")
+        _check_document(scenario)
         data = json.loads(json.dumps(scenario))
     elif isinstance(scenario, (str, os.PathLike)):
         text = str(scenario)
@@ -47,7 +47,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
             if "\n" not in text:  # one line: most likely a mistyped file name with an '=' in it
                 raise ScenarioError(f"scenario file not found: {text} (nor is it TOML text: {e})") from None
             raise ScenarioError(f"TOML syntax: {e}") from None
-        _check_values(data, "")
+        _check_document(data)
         if is_path and "name" not in data:
             data["name"] = Path(scenario).stem
     else:
@@ -59,7 +59,12 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         if not isinstance(path, str):
             raise ScenarioError(f"settings: a path must be a string like 'vm.*.lock', got {path!r}")
         value = plain_value(value)
-        _check_values(value, path)
+        try:
+            _check_values(value, path)
+        except _TooWide as e:
+            probe = copy.deepcopy(data)
+            _apply_setting(probe, path, e.clamped(value))
+            raise e.with_range(probe) from None
         _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
@@ -99,21 +104,65 @@ def _read_scenario_file(path: Path) -> str:
         raise ScenarioError(f"scenario {path}: not UTF-8 text (byte {e.start}); a scenario is a TOML file") from None
 
 
-def _check_values(value: Any, where: str) -> None:
+class _TooWide(ScenarioError):
+    """A whole number beyond 64 bits at ``where`` (``keys``: the keys and indices that lead to it)."""
+
+    def __init__(self, where: str, value: int, keys: tuple):
+        super().__init__(f"{where}: {value} is out of range; no field takes a whole number outside "
+                         f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
+        self.where, self.value, self.keys = where, value, keys
+
+    def clamped(self, document: Any) -> Any:
+        """``document`` with the number replaced by the 64-bit bound nearest it."""
+        bound = 2**64 - 1 if self.value > 0 else -(2**63)
+        if not self.keys:
+            return bound
+        document = copy.deepcopy(document)
+        container = document
+        for key in self.keys[:-1]:
+            container = container[key]
+        container[self.keys[-1]] = bound
+        return document
+
+    def with_range(self, probe: dict) -> ScenarioError:
+        """The field's own range, as the core states it for the clamped ``probe``, if its first
+        complaint is about this field; else this generic message."""
+        try:
+            _core.validate_json(_to_json(probe))
+        except ValueError as e:
+            message = str(e)
+            at = message.find(": ")
+            if at > 0 and message[:at].rsplit(".", 1)[-1] == self.where.rsplit(".", 1)[-1] and "allowed" in message:
+                return ScenarioError(f"{self.where}: {self.value} is out of range; allowed"
+                                     f"{message.split('allowed', 1)[1]}")
+        except (TypeError, OverflowError):
+            pass
+        return self
+
+
+def _check_document(data: Any) -> None:
+    """:func:`_check_values` over a whole scenario; a number beyond 64 bits is told its field's
+    range where the core can say it."""
+    try:
+        _check_values(data, "")
+    except _TooWide as e:
+        raise e.with_range(e.clamped(data)) from None
+
+
+def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
     """Reject what JSON cannot carry to the core, naming where it is: TOML dates and times, NaN
     and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list,
     string, number or bool."""
     if isinstance(value, dict):
         for key, item in value.items():
-            _check_values(item, f"{where}.{key}" if where else str(key))
+            _check_values(item, f"{where}.{key}" if where else str(key), (*keys, key))
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _check_values(item, f"{where}[{i}]")
+            _check_values(item, f"{where}[{i}]", (*keys, i))
     elif isinstance(value, int) and not isinstance(value, bool):
         # JSON would carry a larger one to the core as a float, and its error would name a float.
         if not -(2**63) <= value <= 2**64 - 1:
-            raise ScenarioError(f"{where}: {value} is out of range; no field takes a whole number outside "
-                                f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
+            raise _TooWide(where, value, keys)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ScenarioError(f"{where}: {value} is not allowed; must be a finite number")
