@@ -18,11 +18,12 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
     for r in rows:
         assert set(r) == {"lock", "threads", "ops_per_sec", "fairness_max_min", "p99_acquire_ns", "cpu_time_max_min",
-                          "acquisitions_per_cpu_s_max_min", "cpu_busy"}
+                          "acquisitions_per_cpu_s_max_min", "cpu_busy", "thread_acquisitions", "thread_cpu_ns"}
+        assert len(r["thread_acquisitions"]) == r["threads"]
         assert r["ops_per_sec"] > 0
         assert r["fairness_max_min"] is None or r["fairness_max_min"] >= 1
         if sys.platform == "linux":  # each thread's CPU clock is read there
-            assert 0 < r["cpu_busy"] < 1.05
+            assert 0 < r["cpu_busy"] < 1.05 and len(r["thread_cpu_ns"]) == r["threads"]
             if r["threads"] == 1:
                 assert r["cpu_time_max_min"] == r["acquisitions_per_cpu_s_max_min"] == 1.0
     assert set(report["uncontended_ns"]) == {"oticket", "parking_lot"}

@@ -19,7 +19,8 @@
 //!   CPU time, and the share of the cores the threads used together. The first says how
 //!   unequally the threads got to run (how long each slept in the lock's slow path, and how the
 //!   scheduler split the cores among the others), the second how unequally they acquired while
-//!   running (`cpu_time`).
+//!   running (`cpu_time`);
+//! - each thread's acquisitions and CPU time in the window, for any other measure.
 //!
 //! The critical section and the think time are busy loops of increments (on the protected
 //! counter and on a local) whose length in iterations is calibrated against the clock once per
@@ -241,6 +242,12 @@ pub struct Row {
     /// below 1 when a lock leaves cores idle while its threads sleep. `None` where CPU clocks
     /// cannot be read.
     pub cpu_busy: Option<f64>,
+    /// Each thread's acquisitions in the window, in the order the threads were started, so that
+    /// any other measure of fairness can be computed from the report.
+    pub thread_acquisitions: Vec<u64>,
+    /// Each thread's CPU time in the window, ns, in the same order; `None` where CPU clocks
+    /// cannot be read.
+    pub thread_cpu_ns: Option<Vec<u64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -481,7 +488,9 @@ fn contended<L: BenchLock>(name: &str, threads: usize, config: &Config, work: &W
         p99_acquire_ns: histogram.quantile(0.99),
         cpu_time_max_min: cpu_ns.as_ref().and_then(|ns| spread(ns.iter().map(|&n| n as f64))),
         acquisitions_per_cpu_s_max_min: rates.and_then(|r| spread(r.into_iter())),
-        cpu_busy: cpu_ns.map(|ns| ns.iter().sum::<u64>() as f64 * 1e-9 / (elapsed * cores() as f64)),
+        cpu_busy: cpu_ns.as_ref().map(|ns| ns.iter().sum::<u64>() as f64 * 1e-9 / (elapsed * cores() as f64)),
+        thread_acquisitions: counts,
+        thread_cpu_ns: cpu_ns,
     })
 }
 
@@ -626,11 +635,13 @@ mod tests {
         assert_eq!(report.results.len(), LOCKS.len() * 2);
         for row in &report.results {
             assert!(row.ops_per_sec > 0.0, "{row:?}");
+            assert_eq!(row.thread_acquisitions.len(), row.threads, "{row:?}");
             if cfg!(target_os = "linux") {
                 // The threads cannot use more than the cores (a little over: the clocks are read
                 // just after the window's ends).
                 let busy = row.cpu_busy.expect("Linux reads thread CPU clocks");
                 assert!(busy > 0.0 && busy < 1.05, "{row:?}");
+                assert_eq!(row.thread_cpu_ns.as_ref().map(Vec::len), Some(row.threads), "{row:?}");
                 if row.threads == 1 {
                     assert_eq!(row.cpu_time_max_min, Some(1.0), "{row:?}");
                     assert_eq!(row.acquisitions_per_cpu_s_max_min, Some(1.0), "{row:?}");
