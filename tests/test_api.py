@@ -1,3 +1,5 @@
+import threading
+
 import pytest
 
 import vspin
@@ -213,12 +215,24 @@ def test_a_whole_number_beyond_64_bits_is_named_not_read_as_a_float(small, value
         vspin.run(small, seed=value)
 
 
-def test_a_field_given_a_number_beyond_64_bits_states_its_own_range(small):
-    with pytest.raises(vspin.ScenarioError, match=r"^vm\.\*\.vcpus: 100000000000000000000 is out of range; allowed 1..=256$"):
+def test_a_field_given_a_number_beyond_64_bits_is_told_what_it_takes(small):
+    with pytest.raises(vspin.ScenarioError, match=r"^vm\.\*\.vcpus: invalid value: integer `100000000000000000000`, "
+                                                  r"expected a whole number, allowed 1..=256$"):
         vspin.run(small, {"vm.*.vcpus": 10**20})
     text = small.replace("cores_per_socket = 2", f"cores_per_socket = {-(10**20)}")
-    with pytest.raises(vspin.ScenarioError, match=r"^host\.cores_per_socket: -100000000000000000000 is out of range; allowed 1..=256$"):
+    with pytest.raises(vspin.ScenarioError, match=r"^host\.cores_per_socket: invalid value: integer `-100000000000000000000`"):
         vspin.run(text)
+    # The core's reason is kept where it has one.
+    with pytest.raises(vspin.ScenarioError, match=r"halt_poll\.max_ns: KVM halt polling does not exist under scheduler"):
+        vspin.run(small, {"hypervisor.scheduler": "credit1", "hypervisor.halt_poll.max_ns": 10**20})
+    # Another VM's complaint is not taken for this one's.
+    two_bad = vspin.load_scenario(small, {"vm.0.pin": [0, -5]})
+    two_bad["vm"][1]["pin"] = [0, -(10**20)]
+    with pytest.raises(vspin.ScenarioError, match=r"^vm\[1\]\.pin\[1\]: -100000000000000000000 is out of range; no field"):
+        vspin.run(two_bad)
+    # A document that cannot be copied for the probe keeps the plain message, not a traceback.
+    with pytest.raises(vspin.ScenarioError, match=r"^seed: 100000000000000000000 is out of range"):
+        vspin.validate({"seed": 10**20, "lock": threading.Lock()})
 
 
 def test_a_timeline_window_is_checked(small):

@@ -23,7 +23,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
         assert r["ops_per_sec"] > 0
         assert r["fairness_max_min"] is None or r["fairness_max_min"] >= 1
         if sys.platform == "linux":  # each thread's CPU clock is read there
-            assert 0 < r["cpu_busy"] < 1.05 and len(r["thread_cpu_ns"]) == r["threads"]
+            assert 0 < r["cpu_busy"] <= 1.01 and len(r["thread_cpu_ns"]) == r["threads"]
             if r["threads"] == 1:
                 assert r["cpu_time_max_min"] == r["acquisitions_per_cpu_s_max_min"] == 1.0
     assert set(report["uncontended_ns"]) == {"oticket", "parking_lot"}

@@ -62,9 +62,12 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         try:
             _check_values(value, path)
         except _TooWide as e:
-            probe = copy.deepcopy(data)
-            _apply_setting(probe, path, e.clamped(value))
-            raise e.with_range(probe) from None
+            try:
+                probe = copy.deepcopy(data)
+                _apply_setting(probe, path, e.clamped(value))
+            except Exception:  # noqa: BLE001 - a probe that cannot be made leaves the generic message
+                raise e from None
+            raise e.told(probe) from None
         _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
@@ -111,42 +114,61 @@ class _TooWide(ScenarioError):
         super().__init__(f"{where}: {value} is out of range; no field takes a whole number outside "
                          f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
         self.where, self.value, self.keys = where, value, keys
+        self.bound = 2**64 - 1 if value > 0 else -(2**63)
 
     def clamped(self, document: Any) -> Any:
-        """``document`` with the number replaced by the 64-bit bound nearest it."""
-        bound = 2**64 - 1 if self.value > 0 else -(2**63)
+        """A copy of ``document`` with the number replaced by the 64-bit bound nearest it."""
         if not self.keys:
-            return bound
+            return self.bound
         document = copy.deepcopy(document)
         container = document
         for key in self.keys[:-1]:
             container = container[key]
-        container[self.keys[-1]] = bound
+        container[self.keys[-1]] = self.bound
         return document
 
-    def with_range(self, probe: dict) -> ScenarioError:
-        """The field's own range, as the core states it for the clamped ``probe``, if its first
-        complaint is about this field; else this generic message."""
+    def told(self, probe: Any) -> ScenarioError:
+        """What the core says of ``probe`` (the scenario with the number clamped) if it complains
+        of this very field, with the number put back; else the generic message above."""
         try:
             _core.validate_json(_to_json(probe))
         except ValueError as e:
-            message = str(e)
-            at = message.find(": ")
-            if at > 0 and message[:at].rsplit(".", 1)[-1] == self.where.rsplit(".", 1)[-1] and "allowed" in message:
-                return ScenarioError(f"{self.where}: {self.value} is out of range; allowed"
-                                     f"{message.split('allowed', 1)[1]}")
-        except (TypeError, OverflowError):
+            path, colon, said = str(e).partition(": ")
+            if colon and _same_field(path, self.where):
+                return ScenarioError(f"{self.where}: {said.replace(str(self.bound), str(self.value))}")
+        except Exception:  # noqa: BLE001 - a probe the core cannot take leaves the generic message
             pass
         return self
 
 
+#: A VM named by index or by name, in the core's paths (`vm[0].`) and in settings (`vm.0.`,
+#: `vm.*.`, `vm.db.`, `vm[db.prod].`).
+_VM_SELECTOR = re.compile(r"^vm(\.[^.\[]+|\[[^\]]*\])\.")
+
+
+def _same_field(core_path: str, where: str) -> bool:
+    """Whether the core's path names the field at ``where``: the same path, with a setting's
+    `vm.0.` read as `vm[0].`; a VM chosen by name or `*` matches that field of any VM (the
+    core's complaint may then be of another VM's, which states the same kind of range)."""
+    where = re.sub(r"^vm\.(\d+)\.", r"vm[\1].", where)
+    if core_path == where:
+        return True
+    selector = _VM_SELECTOR.match(where)
+    return (selector is not None and not re.fullmatch(r"\[\d+\]", selector.group(1))
+            and _VM_SELECTOR.sub("vm.#.", core_path) == _VM_SELECTOR.sub("vm.#.", where))
+
+
 def _check_document(data: Any) -> None:
-    """:func:`_check_values` over a whole scenario; a number beyond 64 bits is told its field's
-    range where the core can say it."""
+    """:func:`_check_values` over a whole scenario; a number beyond 64 bits is told what its
+    field takes where the core can say it."""
     try:
         _check_values(data, "")
     except _TooWide as e:
-        raise e.with_range(e.clamped(data)) from None
+        try:
+            probe = e.clamped(data)
+        except Exception:  # noqa: BLE001 - what cannot be copied is refused by _check_values later
+            raise e from None
+        raise e.told(probe) from None
 
 
 def _check_values(value: Any, where: str, keys: tuple = ()) -> None:

@@ -10,6 +10,7 @@
 
 /// One thread's CPU-time clock.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct ThreadClock(#[cfg(target_os = "linux")] libc::clockid_t);
 
 impl ThreadClock {
@@ -20,7 +21,9 @@ impl ThreadClock {
         use std::os::unix::thread::JoinHandleExt;
         let mut clock: libc::clockid_t = 0;
         // SAFETY: the handle's thread is not joined yet, so its pthread_t is live; the call
-        // writes one clockid_t.
+        // writes one clockid_t. The clock names the thread's id, which the kernel could hand to
+        // another thread once this one exits; the benchmark's workers exit only after the
+        // window's last read (they run until `stop`, or go home before any read).
         let rc = unsafe { libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) };
         (rc == 0).then_some(ThreadClock(clock))
     }
