@@ -792,6 +792,28 @@ pub struct WorkloadConfig {
 }
 
 impl WorkloadConfig {
+    /// A preset with nothing overridden.
+    fn of(preset: Preset) -> Self {
+        WorkloadConfig {
+            preset,
+            think_ns: None,
+            cs_ns: None,
+            cs_long_probability: None,
+            cs_long_ns: None,
+            locks: None,
+            zipf_s: None,
+            block_probability: None,
+            block_ns: None,
+            shootdown_probability: None,
+            shootdown_targets: None,
+            wake_probability: None,
+            threads_per_vcpu: None,
+            durations: None,
+            jitter: None,
+            barrier_every: None,
+        }
+    }
+
     /// How many locks the guest threads take: none for `cpu-hog` unless its `locks` is given,
     /// and one more for a barrier (its futex's hash-bucket lock).
     fn lock_count(&self) -> u32 {
@@ -885,6 +907,9 @@ impl Scenario {
                 let phrase = if msg[at..].starts_with("expected a table, found a list") { "expected a table, found a list" } else { "expected a table" };
                 let hint = format!("{phrase} (to set one of its keys, name it: {path}.<key>; keys in docs/scenario.md)");
                 msg = msg.replacen(phrase, &hint, 1);
+            }
+            if let Some(home) = msg.strip_prefix("unknown field `").and_then(|m| m.split('`').next()).and_then(|key| outer_table_of(&path, key)) {
+                msg = format!("{msg}; TOML puts every key after a [[vm]] header into that VM: {home}");
             }
             if let Some(missing) = msg.strip_prefix("missing field `").and_then(|m| m.split('`').next()) {
                 path = if path.is_empty() { missing.to_string() } else { format!("{path}.{missing}") };
@@ -1222,6 +1247,10 @@ impl Scenario {
         if hv.halt_poll.max_ns > 0 {
             return Err(err("hypervisor.halt_poll.max_ns", "KVM halt polling does not exist under scheduler = \"credit1\" (Xen); allowed 0"));
         }
+        if self.record.ple_epochs {
+            let msg = "APPLES' PLE epochs are counted by KVM's PLE exit handler, which scheduler = \"credit1\" (Xen) does not run, so the trace would be empty; allowed false here";
+            return Err(err("record.ple_epochs", msg));
+        }
         let c = hv.credit1.clone().unwrap_or_default();
         if !CREDIT1_TSLICE_MS.contains(&c.tslice_ms) {
             return Err(err("hypervisor.credit1.tslice_ms", format!("{} is out of range; allowed {CREDIT1_TSLICE_MS:?} (Xen's sched_credit_tslice_ms)", c.tslice_ms)));
@@ -1397,10 +1426,21 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             return Err(err(f("shootdown_targets"), format!("{t} is out of range; allowed 1..={} (other vCPUs of the VM)", vcpus.saturating_sub(1))));
         }
     }
-    // A length or count whose event the preset never draws, and whose probability is not given
-    // either, would be accepted and change nothing: name the key that enables it. (A probability
-    // given as 0 is a choice, e.g. one point of a sweep, and is left alone.)
+    // Keys that would be accepted and change nothing, or take a length from nowhere. (A
+    // probability given as 0 is a choice, e.g. one point of a sweep, and is left alone.)
     let profile = crate::workload::Profile::new(w, vcpus, 0);
+    let preset = crate::workload::Profile::new(&WorkloadConfig::of(w.preset), vcpus, 0);
+    // Without locks (`cpu-hog` unless `locks` is given) the loop never enters a critical section.
+    if profile.locks == 0 {
+        let lock_keys = [("cs_ns", w.cs_ns.is_some()), ("cs_long_probability", w.cs_long_probability.is_some()), ("cs_long_ns", w.cs_long_ns.is_some()), ("zipf_s", w.zipf_s.is_some())];
+        if let Some((name, _)) = lock_keys.iter().find(|(_, given)| *given) {
+            return Err(err(f(name), format!("has no effect: the {} preset takes no locks; set locks too", w.preset.name())));
+        }
+    } else if preset.cs_ns == 0.0 && w.cs_ns.is_none() {
+        return Err(err(f("locks"), format!("needs cs_ns too: the {} preset has no critical section to take a length from", w.preset.name())));
+    }
+    // A length or count whose event the preset never draws, and whose probability is not given
+    // either: name the key that enables it.
     for (given, name, enabler, explicit, drawn) in [
         (w.cs_long_ns.is_some(), "cs_long_ns", "cs_long_probability", w.cs_long_probability.is_some(), profile.cs_long_probability > 0.0),
         (w.block_ns.is_some(), "block_ns", "block_probability", w.block_probability.is_some(), profile.block_probability > 0.0),
@@ -1415,6 +1455,17 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
         if given && !explicit && !drawn {
             let msg = format!("has no effect: the {} preset has {enabler} = 0; set {enabler} too", w.preset.name());
             return Err(err(f(name), msg));
+        }
+    }
+    // A probability whose event the preset never draws has no length of the preset's to use:
+    // the length must come with it (else every such event would last a nanosecond).
+    for (enabler, p, length, given, preset_draws) in [
+        ("cs_long_probability", w.cs_long_probability, "cs_long_ns", w.cs_long_ns.is_some(), preset.cs_long_probability > 0.0),
+        ("block_probability", w.block_probability, "block_ns", w.block_ns.is_some(), preset.block_probability > 0.0),
+    ] {
+        if p.is_some_and(|p| p > 0.0) && !given && !preset_draws {
+            let msg = format!("needs {length} too: the {} preset has {enabler} = 0, so it has no length for these events", w.preset.name());
+            return Err(err(f(enabler), msg));
         }
     }
     // The converse for shootdowns: a probability of sending them to no vCPU.
@@ -1525,6 +1576,27 @@ fn one_of(names: &[&str]) -> String {
 
 /// A deserializer's message without its source excerpt: TOML errors keep their position as
 /// "(line L, column C)", JSON errors drop theirs (the field path already locates them).
+/// For a key unknown to a VM (`path` = `vm[i].key`) that the top level or one of its tables
+/// takes: where it belongs. Those keys are read off a minimal scenario's
+/// serialization, so the list cannot drift from the structs.
+fn outer_table_of(path: &str, key: &str) -> Option<String> {
+    static OUTER: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let vm_key = path.strip_prefix("vm[")?.split_once("].")?.1;
+    if vm_key != key {
+        return None;
+    }
+    let outer = OUTER.get_or_init(|| {
+        let minimal = "duration_ms = 1\n[host]\ncores_per_socket = 1\n[[vm]]\nname = \"a\"\nvcpus = 1\nworkload = { preset = \"cpu-hog\" }\n";
+        serde_json::to_value(Scenario::from_toml(minimal).expect("the minimal scenario is valid")).expect("a scenario serializes")
+    });
+    let top = outer.as_object()?;
+    if top.contains_key(key) && key != "vm" {
+        return Some(format!("`{key}` is a top-level key, so move it to the top of the file, before any [table] header"));
+    }
+    let (table, _) = top.iter().find(|(_, v)| v.as_object().is_some_and(|t| t.contains_key(key)))?;
+    Some(format!("`{key}` is a key of [{table}], so move it under the [{table}] header"))
+}
+
 fn plain_message(raw: &str) -> String {
     if let Some(rest) = raw.strip_prefix("TOML parse error at ") {
         let position = rest.lines().next().unwrap_or_default();

@@ -10,7 +10,7 @@
 //!     compute(think)                          // useful work outside any contended lock
 //!     maybe block(block)                      // switch to another runnable thread; with none,
 //!                                             // guest idle: the vCPU halts until a wake-up
-//!     lock(l)   with l drawn from Zipf(s) over `locks` locks
+//!     lock(l)   with l drawn from Zipf(s) over `locks` locks (none: skip to the IPIs)
 //!     compute(cs, or cs_long with its probability)  // critical section
 //!     unlock(l)
 //!     maybe shootdown(targets)                // synchronous IPI, after the page-table lock
@@ -416,24 +416,23 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             }
         }
         cpu.compute(profile.length(&mut rng, profile.think_ns)).await;
-        if profile.locks == 0 {
-            cpu.note(Note::WorkDone).await;
-            threads.since_barrier += 1;
-            continue;
-        }
         if profile.block_probability > 0.0 && rng.uniform() < profile.block_probability {
             let ns = rng.exp_ns(profile.block_ns);
             threads.block(&cpu, barrier.as_deref(), ns, profile.switch_ns).await;
         }
-        let l = profile.pick_lock(&mut rng);
-        cpu.note(Note::LockBegin(l as u32)).await;
-        locks[l].lock(&cpu).await;
-        cpu.note(Note::LockAcquired(l as u32)).await;
-        let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
-        cpu.compute(profile.length(&mut rng, if long { profile.cs_long_ns } else { profile.cs_ns })).await;
-        cpu.note(Note::LockRelease(l as u32)).await;
-        // SAFETY: this thread took `locks[l]` above.
-        unsafe { locks[l].unlock(&cpu).await };
+        // A workload without locks (`cpu-hog`) still blocks, shoots down and wakes if told to:
+        // an I/O-bound or IPI-heavy neighbour that contends for no lock of its own.
+        if profile.locks > 0 {
+            let l = profile.pick_lock(&mut rng);
+            cpu.note(Note::LockBegin(l as u32)).await;
+            locks[l].lock(&cpu).await;
+            cpu.note(Note::LockAcquired(l as u32)).await;
+            let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
+            cpu.compute(profile.length(&mut rng, if long { profile.cs_long_ns } else { profile.cs_ns })).await;
+            cpu.note(Note::LockRelease(l as u32)).await;
+            // SAFETY: this thread took `locks[l]` above.
+            unsafe { locks[l].unlock(&cpu).await };
+        }
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.
         if profile.shootdown_probability > 0.0 && rng.uniform() < profile.shootdown_probability {
             let start = rng.below(nr as u64) as u32;

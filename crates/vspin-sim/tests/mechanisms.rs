@@ -471,6 +471,26 @@ fn gang_scheduling_spares_the_overcommitted_ticket_lock_and_shares_time_evenly()
     assert_eq!(r.totals.lwp_events, 0, "measured: no hand-off to a descheduled next waiter");
 }
 
+#[test]
+fn a_workload_without_locks_still_blocks_and_sends_shootdowns_when_told_to() {
+    // An I/O-bound neighbour with no lock of its own: `cpu-hog` units of 50 µs, each blocking
+    // for 100 µs with probability one half and flushing two other vCPUs' TLBs with one fifth.
+    let scenario = |extra: &str| {
+        let text = format!(
+            "duration_ms = 50\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"io\"\nvcpus = 2\npin = \"1:1\"\n\
+             workload = {{ preset = \"cpu-hog\", think_ns = 50000{extra} }}\n"
+        );
+        run(&Scenario::from_toml(&text).expect("valid scenario"))
+    };
+    let hog = scenario("");
+    let io = scenario(", block_probability = 0.5, block_ns = 100000, shootdown_probability = 0.2, shootdown_targets = 1");
+    let (hog, io) = (&hog.vms[0], &io.vms[0]);
+    assert_eq!((hog.counters.halt_exits, hog.counters.shootdowns, hog.counters.acquisitions), (0, 0, 0));
+    assert!(io.counters.halt_exits > 50 && io.time.halted_ns > 10_000_000, "blocks idle the vCPUs: {:?}", io.counters);
+    assert!(io.counters.shootdowns > 50, "measured: {}", io.counters.shootdowns);
+    assert_eq!(io.counters.acquisitions, 0, "and it takes no lock");
+}
+
 /// One 2-vCPU VM alone on 2 pCPUs, short waits only (a 0.3 µs hold every 1 µs of work, lengths
 /// fixed within ±17%, one lock, nothing that blocks), under the given `[hypervisor.ple]` table.
 fn short_waits(ple: &str) -> Scenario {
