@@ -131,6 +131,19 @@ def test_toml_syntax_error_is_a_scenario_error():
         vspin.run("duration_ms = = 3\n")
 
 
+def test_a_toml_error_quotes_the_line_it_names():
+    with pytest.raises(vspin.ScenarioError, match=r"Cannot overwrite a value \(at line 2, column 17\): duration_ms = 60$"):
+        vspin.run("duration_ms = 50\nduration_ms = 60\n")
+
+
+def test_a_key_given_both_as_a_setting_and_as_an_argument_is_refused(small):
+    with pytest.raises(vspin.ScenarioError, match=r"duration_ms: given twice, as the setting duration_ms=30 \(--set\) "
+                                                  r"and as the argument 40 \(--duration-ms\)"):
+        vspin.run(small, {"duration_ms": 30}, duration_ms=40)
+    with pytest.raises(vspin.ScenarioError, match="seed: given twice"):
+        vspin.run(small, {"seed": 5}, seed=3)
+
+
 def test_summary_names_every_vm(small):
     text = vspin.run(small).summary()
     assert "pv-ticket" in text and "\na " in text and "\nb " in text

@@ -232,6 +232,9 @@ def test_run_over_seeds_summarises_each_vm_and_flags_disagreeing_seeds(small, tm
     (["--seeds", f"1,{2**64}"], "at most 18446744073709551615"),
     (["--seeds", "1..3", "--json"], "--json belongs to one run (every metric of every seed: vspin sweep FILE --grid seed=1..3"),
     (["--seeds", "1..3", "--seed", "2"], "--seed belongs to one run"),
+    (["--seeds", "1..3", "--set", "seed=2"], "--seeds and --set seed=2: both set the seed; give one"),
+    (["--seeds", "1..3", "--set", "duration_ms=5", "--duration-ms", "6"], "duration_ms: given twice"),
+    (["--set", "duration_ms=5", "--duration-ms", "6"], "duration_ms: given twice"),
 ])
 def test_bad_seed_lists_are_refused(small, tmp_path, capsys, args, message):
     path = tmp_path / "small.toml"

@@ -40,10 +40,13 @@ def test_a_sweep_resumes_from_its_store_and_shares_runs(small, tmp_path):
     with duckdb.connect(str(store)) as db:
         assert db.sql("SELECT count(*) FROM runs").fetchone()[0] == 4
         assert db.sql("SELECT count(*) FROM vms WHERE lock = 'tas'").fetchone()[0] == 4
-        # The README's query: one row per scenario, length and lock of this build.
-        by_lock = db.sql("SELECT scenario, duration_ms, lock, count(*) AS runs, avg(throughput_per_s) FROM vms "
-                         "WHERE engine = ? GROUP BY ALL ORDER BY ALL", params=[vspin.sweeps.engine()]).fetchall()
-        assert [row[:4] for row in by_lock] == [("small", 20.0, lock, 4) for lock in ("tas", "ticket")]
+        # The README's query: one row per point (the scenario less its seed) and VM of this build.
+        by_point = db.sql("SELECT scenario, point, vm, lock, count(*) AS runs, avg(throughput_per_s) FROM vms "
+                          "WHERE engine = ? GROUP BY ALL ORDER BY lock, vm", params=[vspin.sweeps.engine()]).fetchall()
+        assert [(row[0], row[2], row[3], row[4]) for row in by_point] == [
+            ("small", vm, lock, 2) for lock in ("tas", "ticket") for vm in ("a", "b")]
+        assert len({row[1] for row in by_point if row[3] == "tas"}) == 1
+        assert len({row[1] for row in by_point}) == 2
         stored = json.loads(db.sql("SELECT result FROM runs WHERE json_extract_string(scenario, '$.seed') = '2' "
                                    "AND json_extract_string(scenario, '$.vm[0].lock') = 'tas'").fetchone()[0])
     assert stored == json.loads(vspin.run(small, {"vm.*.lock": "tas"}, seed=2).to_json())
@@ -85,6 +88,16 @@ def test_a_bad_grid_names_the_path(small, grid, message):
 def test_a_grid_whose_paths_overwrite_each_other_or_that_is_too_big_is_refused_before_any_run(small, grid, message):
     with pytest.raises(vspin.ScenarioError, match=message):
         vspin.sweep(small, grid)
+
+
+@pytest.mark.parametrize("settings, grid", [
+    ({"seed": 4}, {"seed": [1, 2]}),
+    ({"vm.0.lock": "tas"}, {"vm.*.lock": ["ticket"]}),
+    ({"vm.0.workload.cs_ns": 100}, {"vm.0.workload": [{"preset": "kernbench"}]}),
+])
+def test_a_grid_axis_that_overwrites_a_setting_is_refused(small, settings, grid):
+    with pytest.raises(vspin.ScenarioError, match="a grid axis that would overwrite the setting"):
+        vspin.sweep(small, grid, settings)
 
 
 def test_a_deeper_path_after_a_table_refines_one_entry_only(small):

@@ -46,7 +46,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         except tomllib.TOMLDecodeError as e:
             if "\n" not in text:  # one line: most likely a mistyped file name with an '=' in it
                 raise ScenarioError(f"scenario file not found: {text} (nor is it TOML text: {e})") from None
-            raise ScenarioError(f"TOML syntax: {e}") from None
+            raise ScenarioError(f"TOML syntax: {e}{_quoted_line(text, str(e))}") from None
         _check_document(data)
         if is_path and "name" not in data:
             data["name"] = Path(scenario).stem
@@ -71,10 +71,26 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         _apply_setting(data, path, value)
     for key, value in overrides.items():
         if value is not None:
+            if key in (settings or {}):
+                raise ScenarioError(_given_twice(key, settings[key], value))
             value = plain_value(value)
             _check_values(value, key)
             data[key] = value
     return data
+
+
+def _quoted_line(text: str, message: str) -> str:
+    """The line a TOML error names, quoted (tomllib gives only its number)."""
+    at = re.search(r"at line (\d+)", message)
+    lines = text.splitlines()
+    if not at or not 1 <= int(at.group(1)) <= len(lines) or not lines[int(at.group(1)) - 1].strip():
+        return ""
+    return f": {lines[int(at.group(1)) - 1].strip()}"
+
+
+def _given_twice(key: str, setting: Any, value: Any) -> str:
+    return (f"{key}: given twice, as the setting {key}={setting!r} (--set) and as the argument {value!r} "
+            f"(--{key.replace('_', '-')}); give it once")
 
 
 def plain_value(value: Any) -> Any:
@@ -249,7 +265,8 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
                 else:
                     shown = [f"[{n}]" if "." in n else n for n in names]  # a dotted name only in brackets
                     by_name = f", or a name: {', '.join(shown)}" if names else ""
-                    raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} entries "
+                    raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} "
+                                        f"{'entry' if len(t) == 1 else 'entries'} "
                                         f"(use 0..{len(t) - 1} or *{by_name})")
                 for i in items:
                     if last:

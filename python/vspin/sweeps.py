@@ -28,16 +28,18 @@ changed, runs every point again instead of mixing old numbers with new (the old 
 One process may write a store at a time (DuckDB's file lock). Tables, for SQL::
 
     runs(key, engine, scenario JSON, result JSON, stored_at)   -- one row per run
-    vms(key, engine, scenario, seed, duration_ms, vm, lock, workload, throughput_per_s, metrics JSON)
-                                                               -- a view: one row per VM
+    vms(key, engine, scenario, point, seed, duration_ms, vm, lock, workload, throughput_per_s,
+        metrics JSON)                                          -- a view: one row per VM
 
-A store keeps every run it was ever given: other scenarios, other lengths of the same one, and
-runs of earlier builds (other ``engine``), so group by what tells them apart. For example (keep
-the connection in a variable while you use a result: a relation needs it)::
+``point`` is a hash of the scenario less its seed: runs with one ``point`` differ in nothing
+else. A store keeps every run it was ever given: other scenarios, other versions and lengths of
+the same one (under one name), and runs of earlier builds (other ``engine``), so group by
+``point``, not by name alone. For example (keep the connection in a variable while you use a
+result: a relation needs it)::
 
     db = duckdb.connect("runs.duckdb")
-    db.sql("SELECT scenario, duration_ms, lock, count(*) AS runs, avg(throughput_per_s) FROM vms "
-           "WHERE engine = ? GROUP BY ALL ORDER BY ALL", params=[vspin.sweeps.engine()]).show()
+    db.sql("SELECT scenario, point, duration_ms, vm, lock, count(*) AS runs, avg(throughput_per_s) "
+           "FROM vms WHERE engine = ? GROUP BY ALL ORDER BY ALL", params=[vspin.sweeps.engine()]).show()
 
 ``lock`` is NULL for a VM that takes no locks (a ``cpu-hog``).
 
@@ -79,7 +81,9 @@ CREATE TABLE IF NOT EXISTS runs (
     PRIMARY KEY (key, engine)
 );
 CREATE OR REPLACE VIEW vms AS
-SELECT r.key, r.engine, r.scenario->>'name' AS scenario, CAST(r.result->>'seed' AS BIGINT) AS seed,
+SELECT r.key, r.engine, r.scenario->>'name' AS scenario,
+       md5(CAST(json_merge_patch(r.scenario, '{"seed": null}') AS VARCHAR)) AS point,
+       CAST(r.result->>'seed' AS BIGINT) AS seed,
        CAST(r.scenario->>'duration_ms' AS DOUBLE) AS duration_ms, vm.value->>'name' AS vm, vm.value->>'lock' AS lock, vm.value->>'workload' AS workload,
        CAST(vm.value->>'throughput_per_s' AS DOUBLE) AS throughput_per_s, vm.value AS metrics
 FROM runs r, json_each(r.result->'vms') AS vm;
@@ -168,6 +172,11 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
         raise ScenarioError("workers and executor (--workers and --dask): give one of them "
                             "(a Dask cluster has its own workers)")
     grid_points = points(grid)
+    if isinstance(settings, dict):
+        for point_path in grid_points[0]:
+            for path in (p for p in settings if isinstance(p, str) and _overwrites(p, point_path)):
+                raise ScenarioError(f"{point_path}: a grid axis that would overwrite the setting {path}="
+                                    f"{settings[path]!r} at every point; give it in one of them")
     base = load_scenario(scenario, settings)
     texts = []
     for point in grid_points:
