@@ -42,7 +42,11 @@
 //!
 //! Simplifications (named, not hidden): load is the number of runnable vCPUs, not PELT's decayed
 //! average (every vCPU thread is nice 0 and a busy vCPU is always runnable); active balancing
-//! (the stopper thread pushing a *running* task) is not modelled; the balancing itself costs no
+//! (the stopper thread pushing a *running* task) is not modelled, so a vCPU that never waits in a
+//! run queue stays where it started: unpinned vCPUs start on the least-loaded pCPUs in Linux's
+//! CPU order (`simulation.rs`), so 8 busy vCPUs on two idle 8-core sockets all run on the first
+//! socket, where Linux's fork-time `find_idlest_group` and active balancing would spread them
+//! over both; the balancing itself costs no
 //! simulated time. A candidate skipped as cache-hot keeps its place in the task list (the kernel
 //! moves it to the far end). CFS's `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is
 //! not modelled.
