@@ -4,7 +4,10 @@
 //! interface and run both inside the `vspin-sim` simulator and on real threads.
 //!
 //! One algorithm per file, each opening with a protocol description and a state diagram:
-//! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair).
+//! - [`tas`]: test-and-set, Linux's `virt_spin_lock` (no PV locks, unfair), and the Windows
+//!   guest's test-and-set that yields after spinning (Xen's `yield` seed).
+//! - [`las_tas`]: the LAS guest lock, Xen Linux 2.6.18's test-and-test-and-set byte lock that
+//!   yields instead of taking the lock when its slice ends before the longest hold it has seen.
 //! - [`ticket`]: the plain x86 ticket lock (FIFO).
 //! - [`pv_ticket`]: the paravirtual ticket lock of Linux 3.19/4.0 with KVM kick (FIFO, halts).
 //! - [`oticket`]: OTICKET (APSys'15) and its design alternatives: distance-based spinning and
@@ -27,13 +30,19 @@
 //! [`native`] implements the platform with atomics, a PAUSE loop and futexes (Linux; elsewhere a
 //! halt is a yield), with the OS scheduler in the hypervisor's role: a thread descheduled while
 //! it holds a ticket lock, or waits in its queue, stalls the others exactly as a preempted vCPU
-//! does. [`mutex`] turns every algorithm into a [`lock_api`] mutex:
+//! does. [`mutex`] turns every algorithm into a [`lock_api`] mutex (re-exported, so that you
+//! need no `lock_api` dependency of your own). Which one to pick: with no more threads than
+//! cores any of them; with more, a lock whose waiters sleep or may be overtaken,
+//! [`PvQueuedSpinMutex`](mutex::PvQueuedSpinMutex) first, as the FIFO spinning locks
+//! (ticket, OTICKET, the queued spinlock) stall behind every descheduled waiter
+//! (`docs/real-locks.md` has the measurements). No lock path allocates, so a lock may guard a
+//! global allocator.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use vspin_locks::mutex::{OTicketMutex, TicketMutex};
+//! use vspin_locks::mutex::{PvQueuedSpinMutex, TicketMutex};
 //!
-//! let counter = Arc::new(OTicketMutex::new(0u64));
+//! let counter = Arc::new(PvQueuedSpinMutex::new(0u64));
 //! let threads: Vec<_> = (0..4)
 //!     .map(|_| {
 //!         let counter = Arc::clone(&counter);
@@ -48,7 +57,7 @@
 //! assert_eq!(*counter.lock(), 4000);
 //!
 //! // In a static, like any lock_api mutex:
-//! static TABLE: TicketMutex<Vec<u32>> = TicketMutex::const_new(lock_api::RawMutex::INIT, Vec::new());
+//! static TABLE: TicketMutex<Vec<u32>> = TicketMutex::new(Vec::new());
 //! TABLE.lock().push(7);
 //! assert_eq!(TABLE.try_lock().map(|t| t.len()), Some(1));
 //! ```
@@ -86,6 +95,7 @@ pub mod qspinlock;
 pub mod tas;
 pub mod ticket;
 
+pub use lock_api;
 pub use platform::{
     CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU,
 };

@@ -56,6 +56,13 @@ pub unsafe trait ConstInit {
 /// A [`RawSpinLock`] on real threads, as a `lock_api` raw mutex.
 pub struct NativeRaw<L>(L);
 
+/// The algorithm's name only: whether it is held is not a question its word answers alone.
+impl<L: RawSpinLock<Native>> std::fmt::Debug for NativeRaw<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NativeRaw<{}>", L::NAME)
+    }
+}
+
 impl<L: RawSpinLock<Native>> NativeRaw<L> {
     /// The algorithm's name (`"ticket"`, `"oticket"`, …).
     pub const NAME: &'static str = L::NAME;
@@ -70,7 +77,7 @@ impl<L: RawSpinLock<Native>> NativeRaw<L> {
     /// use vspin_locks::native::Native;
     /// use vspin_locks::preemptable_ticket::PreemptableTicketLock;
     ///
-    /// static COUNT: PreemptableTicketMutex<u64> = lock_api::Mutex::const_new(
+    /// static COUNT: PreemptableTicketMutex<u64> = vspin_locks::lock_api::Mutex::const_new(
     ///     NativeRaw::new(PreemptableTicketLock::<Native>::INIT.with_timeout_unit(256)),
     ///     0,
     /// );

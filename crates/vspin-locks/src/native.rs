@@ -93,7 +93,7 @@
 //! (`lock_fast`, `unlock_fast`: a few platform calls, no helper futures) inline and its slow path
 //! in a separate, never-inlined function.
 use crate::platform::{CpuId, CpuMask, Field, Nanos, PerCpuSlot, Platform, SpinOutcome, Until, PV_LOCK_HASH_WORDS_PER_CPU};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -340,16 +340,21 @@ impl Machine {
         self.taken[cpu as usize / 64].fetch_and(!(1 << (cpu % 64)), Ordering::SeqCst);
     }
 
-    /// The calling thread's CPU id on this machine, claimed on first use.
+    /// The calling thread's CPU id on this machine, claimed on first use. Nothing here
+    /// allocates or borrows, so a lock may guard a global allocator: its slow path may run
+    /// inside the allocation that a registry growing on the heap would make.
     fn current_cpu(&'static self) -> CpuId {
         REGISTRATIONS
             .try_with(|r| {
-                let mut held = r.0.borrow_mut();
-                if let Some(&(_, cpu)) = held.iter().find(|(m, _)| std::ptr::eq(*m, self)) {
+                let mine = |slot: &Cell<Option<(&'static Machine, CpuId)>>| slot.get().filter(|&(m, _)| std::ptr::eq(m, self));
+                if let Some((_, cpu)) = r.0.iter().find_map(mine) {
                     return cpu;
                 }
+                // A thread that uses more machines than it has slots runs as an overflow thread
+                // on the rest, without an id to give back.
+                let Some(free) = r.0.iter().find(|slot| slot.get().is_none()) else { return OVERFLOW_CPU };
                 let cpu = self.claim().unwrap_or(OVERFLOW_CPU);
-                held.push((self, cpu));
+                free.set(Some((self, cpu)));
                 cpu
             })
             // The thread is exiting and its registrations are gone.
@@ -364,12 +369,17 @@ impl Default for Machine {
     }
 }
 
+/// The most machines a thread holds CPU ids on: real code uses one ([`MACHINE`]); tests add a
+/// few of their own.
+const MACHINES_PER_THREAD: usize = 8;
+
 /// The CPU ids this thread holds (one per machine it used); given back when the thread exits.
-struct Registrations(RefCell<Vec<(&'static Machine, CpuId)>>);
+/// A fixed array of cells, not a growing `Vec`: see `current_cpu`.
+struct Registrations([Cell<Option<(&'static Machine, CpuId)>>; MACHINES_PER_THREAD]);
 
 impl Drop for Registrations {
     fn drop(&mut self) {
-        for &(machine, cpu) in self.0.borrow().iter().filter(|&&(_, cpu)| cpu != OVERFLOW_CPU) {
+        for (machine, cpu) in self.0.iter().filter_map(Cell::get).filter(|&(_, cpu)| cpu != OVERFLOW_CPU) {
             machine.release(cpu);
         }
     }
@@ -377,11 +387,11 @@ impl Drop for Registrations {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static REGISTRATIONS: Registrations = const { Registrations(RefCell::new(Vec::new())) };
+    static REGISTRATIONS: Registrations = const { Registrations([const { Cell::new(None) }; MACHINES_PER_THREAD]) };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static REGISTRATIONS: Registrations = Registrations(RefCell::new(Vec::new()));
+    static REGISTRATIONS: Registrations = Registrations([const { Cell::new(None) }; MACHINES_PER_THREAD]);
 }
 
 /// One PAUSE of a spin loop; under `loom` a yield, so that the model runs the thread being

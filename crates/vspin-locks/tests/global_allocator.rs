@@ -1,0 +1,101 @@
+//! A vspin lock may guard a global allocator: no lock path allocates, so the first slow path of a
+//! thread (which claims its CPU id) can run inside an allocation. Before the registry stopped
+//! growing on the heap, the claim's own allocation re-entered the allocator's lock and aborted
+//! the process ("already borrowed") or queued the thread behind its own ticket.
+//!
+//! This binary's allocator takes one of the locks, chosen by `LOCK`, around every call to the
+//! system allocator. For each lock a fresh thread allocates while the main thread holds that
+//! lock, so the thread's first use of the lock is a slow path inside the allocator.
+#![cfg(not(loom))]
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use lock_api::RawMutex;
+use vspin_locks::mutex::{OTicketMutex, PvPreemptableTicketMutex, PvQueuedSpinMutex, PvQueuedSpinV42Mutex, PvTicketMutex, QueuedSpinMutex};
+
+/// The raw locks of the mutexes whose slow paths ask for a CPU id (those that halt or queue on
+/// per-CPU nodes), one of each.
+macro_rules! raw_locks {
+    ($($name:ident: $mutex:ident),*) => {
+        $(static $name: $mutex<()> = $mutex::new(());)*
+        /// Each lock as its raw mutex, in the order `LOCK` numbers them.
+        fn raw(i: usize) -> &'static dyn Raw {
+            [$(unsafe { $name.raw() } as &dyn Raw),*][i]
+        }
+        const LOCKS: usize = [$(stringify!($name)),*].len();
+    };
+}
+raw_locks!(PV_TICKET: PvTicketMutex, OTICKET: OTicketMutex, PV_PREEMPTABLE: PvPreemptableTicketMutex, QUEUED: QueuedSpinMutex,
+           PV_QUEUED: PvQueuedSpinMutex, PV_QUEUED_V42: PvQueuedSpinV42Mutex);
+
+/// `RawMutex` as an object, so that one allocator can take any of the locks.
+trait Raw: Sync {
+    fn lock(&self);
+    fn unlock(&self);
+}
+
+impl<R: RawMutex + Sync> Raw for R {
+    fn lock(&self) {
+        RawMutex::lock(self);
+    }
+    fn unlock(&self) {
+        // SAFETY: called by `Guarded` right after its own `lock`.
+        unsafe { RawMutex::unlock(self) }
+    }
+}
+
+/// Which lock the allocator takes; `usize::MAX` for none (before and after the test).
+static LOCK: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+struct Guarded;
+
+impl Guarded {
+    fn with<R>(&self, f: impl FnOnce() -> R) -> R {
+        match LOCK.load(Ordering::Acquire) {
+            usize::MAX => f(),
+            i => {
+                raw(i).lock();
+                let r = f();
+                raw(i).unlock();
+                r
+            }
+        }
+    }
+}
+
+unsafe impl GlobalAlloc for Guarded {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.with(|| unsafe { System.alloc(layout) })
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        self.with(|| unsafe { System.dealloc(ptr, layout) })
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Guarded = Guarded;
+
+#[test]
+fn a_lock_guarding_the_global_allocator_takes_its_first_slow_path_inside_an_allocation() {
+    for i in 0..LOCKS {
+        LOCK.store(i, Ordering::Release);
+        static HELD: AtomicBool = AtomicBool::new(false);
+        HELD.store(false, Ordering::Release);
+        let allocating = std::thread::spawn(|| {
+            while !HELD.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            // The main thread holds the allocator's lock: this waits in the slow path, where
+            // the thread claims its CPU id, and then allocates.
+            let boxes: Vec<Box<u64>> = (0..1000).map(Box::new).collect();
+            boxes.iter().map(|b| **b).sum::<u64>()
+        });
+        raw(i).lock();
+        HELD.store(true, Ordering::Release);
+        // Long enough for the other thread to pass its spin threshold and halt.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        raw(i).unlock();
+        assert_eq!(allocating.join().expect("the allocating thread ran to the end"), 499_500, "lock {i}");
+    }
+    LOCK.store(usize::MAX, Ordering::Release);
+}
