@@ -1,4 +1,4 @@
-"""APPLES (Zhao, Zhang & others, IEEE TPDS 2017): two changes to KVM's Pause-Loop Exiting. APLE
+"""APPLES (Shan, Ding & Gehani, IEEE TPDS 2017): two changes to KVM's Pause-Loop Exiting. APLE
 gives each VM one PLE window and moves it, one step per round of three epochs, toward whichever
 window made the VM least *inefficient* (windows spun plus exit handling, over the VM's CPU time);
 HVS picks the vCPU to yield to by how it lost its pCPU: the one preempted by the host scheduler
@@ -311,17 +311,21 @@ class Apples(Experiment):
             note=note + " Best and worst over the fixed windows " + ", ".join(map(str, FIXED_WINDOWS)) + "; best "
             "window per benchmark: " + ", ".join(f"{b} {best_window(sweeps[2][b])}" for b in BENCHMARKS)
             + ". The seed gives numbers in its text only for averages over its benchmarks (APLE 1.13, best fixed 1.10; "
-            "a wrong window costs 16% on average, up to 46%) and for ebizzy (APLE 19% above the best)."))
+            "the worst fixed window 16% below APLE on average, 46% on ebizzy, in units of stock KVM) and for ebizzy "
+            "(APLE 19% above the best)."))
         means = {c: statistics.fmean(ys) for c, ys in fig8.items()}
-        cost = statistics.fmean(1 - lo / hi for lo, hi in zip(fig8["worst fixed"], fig8["best fixed"]))
+        # The seed's "degraded by 16 percent on average and up to 46 percent (for ebizzy), relative
+        # to that with spinning thresholds adequately set by APLE" is APLE minus the worst fixed
+        # window, ÷ stock KVM: ebizzy's 46% is Fig. 6's APLE 1.34 less Fig. 1's worst 0.88.
+        cost = statistics.fmean(a - w for a, w in zip(fig8["APLE"], fig8["worst fixed"]))
         kb = BENCHMARKS.index("kernbench")
         checks += [
             Check("fig8.aple_beats_the_best_fixed_window_on_average", "fig8", means["APLE"] >= means["best fixed"],
                   f"mean over the benchmarks: APLE {means['APLE']:.2f}, best fixed window {means['best fixed']:.2f} "
                   "(claim: APLE above it; seed 1.13 against 1.10)"),
             Check("fig8.a_wrong_window_costs_over_10pct", "fig8", cost >= 0.10,
-                  f"worst fixed window below the best, mean over the benchmarks: {100 * cost:.0f}% (claim: 16% on "
-                  "average, up to 46%; at least 10%)"),
+                  f"APLE minus the worst fixed window (÷ stock KVM), mean over the benchmarks: {cost:.2f} (claim: 0.16 "
+                  "on average, 0.46 on ebizzy; at least 0.10)"),
             Check("fig8.stock_kvm_below_the_worst_fixed_window_on_kernbench", "fig8", fig8["worst fixed"][kb] > 1.0,
                   f"kernbench, worst fixed window ÷ stock KVM: {fig8['worst fixed'][kb]:.2f} (claim: stock KVM's "
                   "growing and shrinking windows do worse than every fixed one on kernbench, raytrace and streamcluster)"),
@@ -346,7 +350,9 @@ class Apples(Experiment):
 
         spread2 = spread(fig8["stock KVM"], fig8["best fixed"], fig8["APLE"])
         spread4 = spread(fig9["stock KVM"], fig9["best fixed"], fig9["APLE"])
-        cost4 = statistics.fmean(1 - lo / hi for lo, hi in zip(fig9["worst fixed"], fig9["best fixed"]))
+        # "Significantly reduced" with four VMs, the seed's example being dbench's best minus
+        # worst fixed window (÷ stock KVM), 0.35: the same difference, averaged.
+        cost4, cost2 = (statistics.fmean(b - w for b, w in zip(f["best fixed"], f["worst fixed"])) for f in (fig9, fig8))
         dbench_at = BENCHMARKS.index("dbench")
         # The seed's "difference between best and worst" is in units of stock KVM's performance:
         # with two VMs it is Fig. 1's 1.17 − 0.98.
@@ -359,9 +365,9 @@ class Apples(Experiment):
                   f"mean spread of stock KVM, best fixed window and APLE: {spread2:.2f} with two VMs, {spread4:.2f} "
                   "with four (claim: much smaller with four; at most three quarters)"),
             Check("fig9.a_wrong_window_still_costs_over_10pct", "fig9", cost4 >= 0.10,
-                  f"worst fixed window below the best with four VMs, mean over the benchmarks: {100 * cost4:.0f}% "
-                  f"({100 * cost:.0f}% with two) (claim: an inadequate window still costs significantly; dbench 35%; "
-                  "at least 10%)"),
+                  f"best minus worst fixed window (÷ stock KVM) with four VMs, mean over the benchmarks: {cost4:.2f} "
+                  f"({cost2:.2f} with two) (claim: an inadequate window still costs significantly; dbench 0.35; at "
+                  "least 0.10)"),
         ]
 
         # Figs. 13 and 14: HVS against its variants, with the stock and the APLE window, on every
@@ -378,9 +384,10 @@ class Apples(Experiment):
                 + [Series("mean", list(VARIANTS), [var[label][n] for n in VARIANTS])],
                 paper=[Series("mean", list(VARIANTS), [PAPER_VARIANTS[label][n] for n in VARIANTS])],
                 kind="bar", note=note + " CPTH-R: resource-waiters oldest first; CPTH-L: lock-waiters newest first; "
-                "CCH: lock-waiters before resource-waiters. The seed's means are over its benchmarks (PARSEC, "
-                "SPLASH-2x, dbench, hackbench, kernbench, ebizzy); ours over these four."))
-        cch_dbench = rel("dbench", ("dbench", "aple", "hvs-cch", 2))
+                "CCH: lock-waiters before resource-waiters. The seed's means are over the seven benchmarks it "
+                "studies APLE with (ebizzy, dbench, hackbench, kernbench, p.raytrace, p.streamcluster, p.dedup); "
+                "ours over these four."))
+        cch = {b: rel(b, (b, "aple", "hvs-cch", 2)) for b in ("dbench", "hackbench")}
         fmt = lambda d: ", ".join(f"{k} {v:.2f}" for k, v in d.items())  # noqa: E731
         stock_v, aple_v = var["stock window"], var["APLE window"]
         checks += [
@@ -390,9 +397,9 @@ class Apples(Experiment):
                   all(aple_v["HVS"] >= aple_v[n] for n in VARIANTS) and all(aple_v["CCH"] <= aple_v[n] for n in VARIANTS),
                   f"APLE window, mean of the benchmarks: {fmt(aple_v)} (claim: HVS best, CCH far worst; seed 1.20, "
                   "1.09, 1.01, 0.43)"),
-            Check("fig14.cch_collapses_dbench", "fig14", cch_dbench <= 0.5,
-                  f"dbench under CCH with APLE's window ÷ stock KVM: {cch_dbench:.2f} (claim: over 10× slower; at most "
-                  "half)"),
+            Check("fig14.cch_collapses_dbench", "fig14", all(v <= 0.5 for v in cch.values()),
+                  f"under CCH with APLE's window ÷ stock KVM: {fmt(cch)} (claim: dbench and hackbench over 10× "
+                  "slower; accepted: at most half on each)"),
         ]
 
         # Fig. 5: every benchmark under PLE off, stock KVM and APPLES; the seed's mean is over the
@@ -431,15 +438,18 @@ class Apples(Experiment):
             series=[Series(c, list(alone), [alone[b][c] for b in alone]) for c in shown], paper=[], kind="bar",
             note=note.replace("2 VMs", "1 VM") + " The seed: APPLES within 2% of stock KVM, both 1-2% (kernbench up "
             "to 8%) below PLE off."))
+        # The seed states both as averages over its benchmarks ("On average ... less than 2
+        # percent"; "1~2 percent on average and up to 8 percent for kernbench").
         checks.append(Check("overhead.apples_costs_under_2pct_alone", "overhead",
-                            all(abs(alone[b]["APPLES"] - 1) < 0.02 for b in alone),
+                            statistics.fmean(abs(alone[b]["APPLES"] - 1) for b in alone) < 0.02,
                             "APPLES ÷ stock KVM with one VM: " + ", ".join(f"{b} {alone[b]['APPLES']:.3f}" for b in alone)
-                            + " (claim: under 2% apart)"))
+                            + " (claim: on average under 2% apart)"))
         ple_cost = {b: 1 - 1 / alone[b]["PLE off"] for b in alone}
         checks.append(Check("overhead.ple_costs_a_lone_vm_1_to_8pct", "overhead",
-                            all(0.005 <= c <= 0.08 for c in ple_cost.values()),
+                            0.005 <= statistics.fmean(ple_cost.values()) and max(ple_cost.values()) <= 0.08,
                             "stock KVM below PLE off with one VM: " + ", ".join(f"{b} {100 * c:.1f}%" for b, c in ple_cost.items())
-                            + " (claim: PLE's premature exits cost a VM alone 1-2%, kernbench up to 8%)"))
+                            + " (claim: PLE's premature exits cost a VM alone 1-2% on average, kernbench up to 8%; "
+                            "accepted: a mean of at least 0.5% and none above 8%)"))
         return figures, checks
 
 

@@ -2,7 +2,8 @@
 ticket locks in large VMs, and distance-based spinning plus early wake-ups as its fix.
 
 The paper's setup, as we model it:
-- host: 80 cores, 8 sockets × 10 cores × 2 hyperthreads (Xeon E7-8870, 2.4 GHz), SMT siblings
+- host: the seed's "80-core machine" with hyperthreads enabled; the seed names no part, so we take
+  it as 8 sockets × 10 cores × 2 hyperthreads (the Xeon E7-8870 at 2.4 GHz: our reading), SMT siblings
   sharing a core's throughput; C-states left enabled (the seed does not disable them), with
   ``intel_idle``'s Nehalem/Westmere table beyond C1 (docs/calibration.md); fig11: a 32-core,
   64-thread host (4 × 8 × 2);
@@ -45,7 +46,7 @@ HOSTS = {
 }
 
 SCALE = {
-    "quick": {"vcpus": (10, 20, 40, 60, 80, 160), "small": (8, 16, 32, 64), "over": (10, 20, 40, 80), "duration_ms": 150},
+    "quick": {"vcpus": (10, 20, 30, 40, 60, 80, 160), "small": (8, 16, 32, 64), "over": (10, 20, 40, 80), "duration_ms": 150},
     "full": {"vcpus": (10, 20, 30, 40, 60, 80, 100, 120, 140, 160), "small": (8, 16, 24, 32, 48, 64),
              "over": (10, 20, 30, 40, 60, 80), "duration_ms": 200},
 }
@@ -127,29 +128,33 @@ class OTicket(Experiment):
         checks.append(Check("fig2.oticket_scales_to_80", "fig2", lkc["OTICKET"][mid] >= 1.6 * lkc["OTICKET"][40],
                             f"OTICKET {lkc['OTICKET'][40]:.0f}/s at 40 → {lkc['OTICKET'][mid]:.0f}/s at {mid}"))
 
-        def halt_rate(host, config, workload, n, vms=1):
-            h, _ = halts(host, config, workload, n, vms)
-            return h / (duration / 1000)
+        # The seed's Fig. 4 counts the halt exits "that occur during a Linux kernel compile", a
+        # fixed amount of work; our runs have a fixed length, so the count per work unit is the
+        # one to compare (per second, a configuration that works faster would halt more).
+        def halts_per_1000(host, config, workload, n, vms=1):
+            h, units = halts(host, config, workload, n, vms)
+            return 1000 * h / max(units, 1)
 
         figures.append(Figure(
-            id="fig4", title="halt exits during LKC", metric="halt exits per second", x_label="vCPUs",
-            y_label="halt exits/s", series=[Series(c, list(xs), [halt_rate("80-core", c, "lkc", n) for n in xs])
-                                            for c in ("PVM", "OTICKET")], paper=[], note=note +
-            " Paper: PVM's halt exits soar after ~30 vCPUs; OTICKET's stay almost flat."))
-        pvm_h = {n: halt_rate("80-core", "PVM", "lkc", n) for n in xs}
-        ot_h = {n: halt_rate("80-core", "OTICKET", "lkc", n) for n in xs}
+            id="fig4", title="halt exits during LKC", metric="halt exits / 1000 units", x_label="vCPUs",
+            y_label="halt exits per 1000 work units",
+            series=[Series(c, list(xs), [halts_per_1000("80-core", c, "lkc", n) for n in xs]) for c in ("PVM", "OTICKET")],
+            paper=[], note=note + " Paper: the halt exits of one kernel compile; PVM's soar after ~30 vCPUs, "
+            "OTICKET's stay almost flat."))
+        pvm_h = {n: halts_per_1000("80-core", "PVM", "lkc", n) for n in xs}
+        ot_h = {n: halts_per_1000("80-core", "OTICKET", "lkc", n) for n in xs}
         low = xs[1]
-        soar = pvm_h[mid] / max(pvm_h[low], 1e-9) / (mid / low)
+        soar = pvm_h[mid] / max(pvm_h[low], 1e-9)
         checks.append(Check("fig4.pvm_halts_soar", "fig4", soar >= 2,
-                            f"PVM halts/s {pvm_h[low]:.0f} at {low} → {pvm_h[mid]:.0f} at {mid}: {soar:.1f}× faster "
-                            f"than the vCPU count (claim: soar; accepted ≥ 2×)"))
+                            f"PVM halts per 1000 units {pvm_h[low]:.1f} at {low} → {pvm_h[mid]:.1f} at {mid}: {soar:.1f}× "
+                            f"(claim: soar; accepted ≥ 2×)"))
         # "the number of halt-exits of the PVM starts soaring after 30 vCPUs, but remains almost
         # constant for OTICKET", one figure with both: OTICKET's rise is flat beside PVM's.
         ot_rise, pvm_rise = ot_h[mid] - ot_h[low], pvm_h[mid] - pvm_h[low]
         checks.append(Check("fig4.oticket_halts_flat", "fig4",
                             ot_h[mid] <= 0.5 * pvm_h[mid] and ot_rise <= 0.1 * pvm_rise,
-                            f"halt exits/s from {low} to {mid} vCPUs: OTICKET {ot_h[low]:.0f} → {ot_h[mid]:.0f}, PVM "
-                            f"{pvm_h[low]:.0f} → {pvm_h[mid]:.0f} (claim: OTICKET's almost constant while PVM's soar; "
+                            f"halt exits per 1000 units from {low} to {mid} vCPUs: OTICKET {ot_h[low]:.1f} → {ot_h[mid]:.1f}, "
+                            f"PVM {pvm_h[low]:.1f} → {pvm_h[mid]:.1f} (claim: OTICKET's almost constant while PVM's soar; "
                             "accepted: OTICKET's rise under a tenth of PVM's, and at most half of PVM's at the end)"))
 
         halves = ("OTICKET", "opportunistic spinning", "opportunistic wakeup")

@@ -46,9 +46,11 @@ CONFIGS = {
 HOSTS = {"ple-on": "fixed", "ple-off": "off"}
 HOST_TITLES = {"ple-on": "PLE on (Xen's fixed window)", "ple-off": "PLE off (only the guest's lock yields)"}
 
-# The seed's tables: aggregate throughput (builds per 100,000 s) at 1-4 VMs.
+# The seed's tables: aggregate throughput (builds per 100,000 s) at 1-4 VMs. Its pick+push+yield
+# table repeats the base's 1402 for one VM, but gives that run as 74 s, and the text says the
+# single VM's throughput "is lower -- almost 4%": 100000/74 = 1351, which we show.
 PAPER_TPUT = {"base": [1402, 1049, 805, 665], "yield": [1389, 1514, 1508, 1470],
-              "pick+push+yield": [1402, 1540, 1527, 1492]}
+              "pick+push+yield": [1351, 1540, 1527, 1492]}
 
 # A build is minutes long; a second or two of simulated time holds hundreds of 30 ms slices, and
 # the seeds average out which vCPUs the stealing co-locates.
@@ -139,9 +141,11 @@ class XenYield(Experiment):
         helps = all(min(r) > 1 and statistics.fmean(r) >= 1.05 for r in alone.values())
         together = [a / y for a, y in zip(all_three[1:], patched[1:])]
         return [
-            Check(f"{host}.base_falls_steeply", fig, base_ratios[-1] <= 0.75,
+            Check(f"{host}.base_falls_steeply", fig,
+                  base_ratios[-1] <= 0.75 and all(b < a for a, b in zip(base_ratios, base_ratios[1:])),
                   f"stock scheduler, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(base_ratios)} "
-                  "(claim: falls steeply; at most 0.75 at 4 VMs; seed 1.00, 0.75, 0.57, 0.47)"),
+                  "(claim: falls, and 'things continue to get worse as we go up'; accepted: lower at every count "
+                  "than at the one before, and at most 0.75 at 4 VMs; seed 1.00, 0.75, 0.57, 0.47)"),
             Check(f"{host}.yield_keeps_it_flat", fig, min(yield_ratios[1:]) >= 0.9,
                   f"yield patch, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(yield_ratios)} "
                   "(claim: about flat; at least 0.9 at every count; seed 1.00, 1.09, 1.09, 1.06)"),
