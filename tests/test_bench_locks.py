@@ -1,5 +1,8 @@
 import json
+import os
 import sys
+
+import pytest
 
 from vspin.cli import main
 
@@ -55,6 +58,13 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert main(["bench-locks", "--pin", "1:1", "--json", out]) == 2
     err = capsys.readouterr().err
     assert "--pin" in err and "none, round-robin" in err
+    # Checked while parsing, before any thread runs.
+    for args, message in ((["--threads", "2,2"], "2 given twice"), (["--threads", "1,,2"], "comma-separated integers"),
+                          (["--json", "/proc/vspin-bench-locks.json"], "cannot be written")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["bench-locks", "--json", out, *args])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not os.path.exists(out)
 
 
 def test_bench_locks_runs_under_a_cpu_quota_where_the_machine_allows_one(tmp_path, capsys):

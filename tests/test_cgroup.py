@@ -67,6 +67,21 @@ def test_the_quota_is_set_the_process_moved_in_and_back_and_the_group_removed(tm
     assert not group.exists()
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_group_left_by_an_interrupted_run_is_removed_by_the_next(tmp_path, version):
+    mount = fake_tree(tmp_path, version)
+    gone = mount / "vspin-quota-4194305"  # above any pid_max: no such process
+    alive = mount / f"vspin-quota-{os.getppid()}"
+    gone.mkdir()
+    alive.mkdir()
+    try:
+        with cpu_quota(50_000, 100_000, root=tmp_path):
+            pass
+    except OSError:
+        pass  # the fake group has no control files to fill; only the clean-up matters here
+    assert not gone.exists() and alive.exists()
+
+
 def test_no_cpu_controller_is_a_clear_error(tmp_path):
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/mounts").write_text("proc /proc proc rw 0 0\n")

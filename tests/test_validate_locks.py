@@ -267,6 +267,18 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     (tmp_path / "empty.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "measured_runs": []}]}))
     assert main(["validate-locks", "--measured", str(tmp_path / "empty.json"), "--json", out]) == 2
     assert "measured_runs" in capsys.readouterr().err
+    (tmp_path / "other.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "lock": "nope"}]}))
+    assert main(["validate-locks", "--measured", str(tmp_path / "other.json"), "--json", out]) == 2
+    assert "--measured: rows ('nope'" in capsys.readouterr().err
+    # A benchmark report is not a cost table; the error names the option.
+    (tmp_path / "bench.json").write_text(json.dumps({"machine": {"cores": 2}, "results": []}))
+    assert main(["validate-locks", "--costs", str(tmp_path / "bench.json"), "--locks", "tas", "--threads", "2",
+                 "--json", out]) == 2
+    assert "--costs: not a usable cost table" in capsys.readouterr().err
+    # Re-predicting a report into itself would replace what it measured.
+    assert main(["validate-locks", "--measured", str(tmp_path / "jitter.json"), "--json",
+                 str(tmp_path / "jitter.json")]) == 2
+    assert "--measured and --json: both name" in capsys.readouterr().err
     assert not os.path.exists(out)
 
 

@@ -38,7 +38,7 @@ MAX_SECONDS = 3600.0
 
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
-                think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.0,
+                think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.2,
                 pin: str = "none", cpu_max: tuple[int, int] | None = None) -> dict:
     """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv"}``.
 

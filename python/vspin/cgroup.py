@@ -9,6 +9,11 @@ Both cgroup versions are handled: v2 (``cpu.max``, "quota period", in the unifie
 v1 (``cpu.cfs_quota_us`` and ``cpu.cfs_period_us`` in the ``cpu`` controller's hierarchy). Either
 needs permission to create a group and move this process into it (root, or a delegated
 subtree); without it the error says what was tried.
+
+Ctrl-C ends the `vspin` command at once (the default SIGINT action: a Rust run never returns to
+Python to take an exception), so an interrupted run cannot remove its group. The group is empty
+once the process is gone, and the next run removes every ``vspin-quota-PID`` group whose process
+no longer exists before it makes its own.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ def cpu_quota(quota_us: int, period_us: int, root: Path = Path("/")) -> Iterator
     else:
         raise CgroupError("no cgroup hierarchy with the cpu controller is mounted (looked in /proc/self/mounts for "
                           "cgroup2 with cpu in cgroup.controllers, or a cgroup v1 cpu mount)")
+    _remove_groups_of_gone_processes(base)
     group = base / f"vspin-quota-{os.getpid()}"
     home = base / own.lstrip("/")
     try:
@@ -111,6 +117,26 @@ def cpu_quota(quota_us: int, period_us: int, root: Path = Path("/")) -> Iterator
         if moved:
             _write(home / "cgroup.procs", f"{os.getpid()}\n")
         group.rmdir()
+
+
+def _remove_groups_of_gone_processes(base: Path) -> None:
+    """Remove the groups that interrupted runs left (see the module docs). One still in use, or
+    that cannot be removed, is left alone."""
+    for group in base.glob("vspin-quota-*"):
+        pid = group.name.removeprefix("vspin-quota-")
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its process still runs
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        try:
+            group.rmdir()
+        except OSError:
+            pass
 
 
 def _controllers(root: Path, mount_point: str) -> list[str]:

@@ -37,6 +37,16 @@ def _output_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: the directory {folder} does not exist")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")
+    # Open it for appending now (removing it again if it is new), so that a file the process may
+    # not write fails here and not after the work; permission bits alone do not say (root, sysfs).
+    existed = os.path.exists(text)
+    try:
+        with open(text, "a"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text}: cannot be written: {e.strerror or e}") from None
+    if not existed:
+        os.remove(text)
     return text
 
 
@@ -217,10 +227,15 @@ def _positive_int(text: str) -> int:
 
 
 def _int_list(text: str) -> list[int]:
+    """`--threads 1,2,4` as a list of distinct counts."""
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        counts = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,2,4, got {text!r}") from None
+    repeated = sorted({n for n in counts if counts.count(n) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, repeated))} given twice; give each count once")
+    return counts
 
 
 def _cpu_max(text: str) -> tuple[int, int]:
@@ -270,6 +285,10 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
+    clash = _one_file_each({"--measured": args.measured, "--costs": args.costs, "--json": args.json})
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
     from vspin.validate_locks import DEFAULT_SEEDS, ValidationError, repredict, table, validate_locks
 
     locks = args.locks
@@ -471,8 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_int_list, metavar="LIST",
                    help="thread counts, e.g. 1,2,4,8 (default: 1, cores, 2x, 4x, 8x cores)")
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per lock and thread count (default 1)")
-    p.add_argument("--warmup", type=float, default=0.0,
-                   help="seconds the threads run before the measured seconds start (default 0)")
+    p.add_argument("--warmup", type=float, default=0.2,
+                   help="seconds the threads run before the measured seconds start (default 0.2: with more "
+                        "threads than cores a FIFO lock runs at full speed until the first preemption)")
     p.add_argument("--cs-ns", type=int, default=100, help="critical section length in ns (default 100)")
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", type=_lock_names, metavar="LIST", help="comma-separated lock names (default: all)")
@@ -498,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--think-ns", type=int, default=200, help="time between unlock and next lock in ns (default 200)")
     p.add_argument("--locks", type=_lock_names, metavar="LIST", help="comma-separated lock names (default: every simulated lock)")
     p.add_argument("--repeat", type=_positive_int, default=3,
-                   help="benchmark runs and simulation seeds per point; medians are compared (default 3)")
+                   help="benchmark runs per point (the simulation's seeds are --seeds); medians are compared (default 3)")
     p.add_argument("--host-hz", type=int, help="the kernel's CONFIG_HZ (default: read from its configuration)")
     p.add_argument("--host-scheduler", metavar="NAME",
                    help="the kernel's scheduler: cfs, eevdf (Linux 6.8) or eevdf-6.18 (default: eevdf-6.18 from Linux 6.12, eevdf from 6.6, else cfs)")

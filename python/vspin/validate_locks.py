@@ -124,6 +124,15 @@ def _checked_scheduler(name: str | None) -> str | None:
     return name
 
 
+def _costs_of(option: str, costs: dict, hz: int) -> dict:
+    """``host_config`` of a cost table read from the file ``option`` names, its errors naming it."""
+    try:
+        return host_config(costs, hz)
+    except ValidationError as e:
+        raise ValidationError(f"{option}: not a usable cost table ({e}); give a validate-locks report or the JSON of "
+                              f"the host_costs example") from None
+
+
 def host_config(costs: dict, hz: int) -> dict:
     """The scenario's ``[host]`` table from a measured cost table (see ``docs/calibration.md``)."""
     def median(key: str) -> float:
@@ -335,7 +344,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     allowed = simulated_locks()
     for lock in locks or []:
         if lock not in allowed:
-            raise ValidationError(f"--locks: {lock!r} has no simulator model; allowed: {', '.join(allowed)}")
+            known = lock in lock_names()
+            why = "has no simulator model (it is one of bench-locks' comparison locks)" if known else "is not a lock"
+            raise ValidationError(f"--locks: {lock!r} {why}; allowed: {', '.join(allowed)}")
     locks = list(locks or allowed)
     if repeat < 1:
         raise ValidationError(f"--repeat: must be at least 1, got {repeat}")
@@ -358,8 +369,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     counts = threads if threads is not None else [8 * len(os.sched_getaffinity(0))]
     if not counts or min(counts) < 1 or max(counts) > MAX_PREDICTED_THREADS:
         given = "--threads" if threads is not None else "the default --threads (up to 8x this machine's cores)"
+        hint = "" if threads is not None else "; give --threads"
         raise ValidationError(f"{given}: every count must be 1..={MAX_PREDICTED_THREADS} (one simulated VM's "
-                              f"vCPUs), got {counts}; give --threads")
+                              f"vCPUs), got {counts}{hint}")
     scheduler = _checked_scheduler(host_scheduler) or kernel_scheduler()
     hz = host_hz if host_hz is not None else kernel_hz()
     # Other work on the machine slows the benchmark, not the simulation: record how busy it was.
@@ -367,7 +379,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     measure_now = costs is None
     if measure_now:
         costs = measure_host_costs()
-    host = host_config(costs, hz)
+    host = host_config(costs, hz) if measure_now else _costs_of("--costs", costs, hz)
     # A cost table the simulator rejects must fail before minutes of benchmark, not after.
     for lock in locks:
         try:
@@ -492,7 +504,11 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         raise ValidationError(f"--measured: config.threads {threads!r} is not a non-empty list of positive integers")
     if not isinstance(cores, int) or cores < 1:
         raise ValidationError(f"--measured: machine.cores {cores!r} is not a positive integer")
+    allowed = simulated_locks()
     for r in rows:
+        if r["lock"] not in allowed:
+            raise ValidationError(f"--measured: rows ({r['lock']!r}, {r['threads']} threads): no simulator model of "
+                                  f"that lock; allowed: {', '.join(allowed)}")
         runs = r["measured_runs"]
         if not runs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in runs):
             raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']} threads): measured_runs "
@@ -515,7 +531,7 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     # Everything else the report holds (the cost table measured after the benchmark and its drift,
     # notes) is kept as it was: re-predicting must not lose what was measured.
     report = {**{k: v for k, v in measured.items() if k not in PREDICTED_KEYS},
-              "config": config, "host_costs": costs, "host": host_config(costs, hz), "rows": rows}
+              "config": config, "host_costs": costs, "host": _costs_of("--measured", costs, hz), "rows": rows}
     return _with_prediction(report, workers)
 
 
@@ -665,7 +681,7 @@ def table(report: dict) -> str:
         if o["holds_outside_noise"] is not None and not o["same_order"]:
             outside = sum(bool(w["outside_noise"]) for w in o["wrong_pairs"])
             verdict += f"; {outside} of them outside the measured noise"
-        lines.append(f"order at {o['threads']} threads: {verdict}")
+        lines.append(f"order at {o['threads']} thread{'' if o['threads'] == 1 else 's'}: {verdict}")
     def factor(x: float | None) -> str:
         return "unbounded (no acquisition)" if x is None else f"{x:,.1f}x"
 
