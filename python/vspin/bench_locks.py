@@ -138,14 +138,22 @@ def plot(report: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for lock in dict.fromkeys(r["lock"] for r in report["results"]):
+    for i, lock in enumerate(dict.fromkeys(r["lock"] for r in report["results"])):
         rows = [r for r in report["results"] if r["lock"] == lock]
-        ax.plot([r["threads"] for r in rows], [max(r["ops_per_sec"], 1e-3) for r in rows], marker="o", label=lock)
+        # The colour cycle has ten colours: the next ten locks are dashed, so no two lines look alike.
+        ax.plot([r["threads"] for r in rows], [max(r["ops_per_sec"], 1e-3) for r in rows], marker="o", label=lock,
+                linestyle="-" if i % 20 < 10 else "--")
     ax.set_yscale("log")
+    # Thread counts double from one point to the next: a log axis spaces them evenly, ticked at
+    # the counts measured.
+    counts = sorted({r["threads"] for r in report["results"]})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(n) for n in counts])
+    ax.minorticks_off()
     ax.set_xlabel("threads")
     ax.set_ylabel("acquisitions per second")
     ax.set_title(f"locks on {report['machine']['cores']} cores")
-    ax.axvline(report["machine"]["cores"], color="grey", linestyle=":", linewidth=1)
+    ax.axvline(report["machine"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

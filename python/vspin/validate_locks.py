@@ -690,7 +690,9 @@ def table(report: dict) -> str:
                      f"{factor(k['measured'])}, predicted {factor(k['predicted'])} "
                      f"({'within' if k['within_2x'] else 'NOT within'} 2x)")
     if not c["ticket_collapse"]:
-        lines.append("ticket collapse: not measured (needs the ticket lock at the core count and above)")
+        quota = " under the CPU quota" if report["config"].get("cpu_max") else ""
+        lines.append(f"ticket collapse: not measured (needs the ticket lock at the core count, "
+                     f"{report['machine']['cores']}{quota}, and above)")
     for d in report.get("host_cost_drift", []):
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
