@@ -8,6 +8,7 @@ threads than cores); this module validates the options, shapes the report and dr
 from __future__ import annotations
 
 import json
+import textwrap
 
 from vspin import _core
 from vspin.cgroup import CgroupError, cpu_quota
@@ -111,6 +112,10 @@ def table(report: dict) -> str:
         p99 = "-" if r["p99_acquire_ns"] is None else f"{r['p99_acquire_ns']:,}"
         lines.append(f"{r['lock']:<22} {r['threads']:>7} {r['ops_per_sec']:>14,.0f} {fair:>9} {cpu:>9} {rate:>10} "
                      f"{busy:>5} {p99:>10}")
+    lines += ["", *textwrap.wrap(
+        "fairness: most acquisitions of one thread ÷ fewest (starved: a thread had none); cpu time: most CPU time "
+        "of one thread ÷ least; acq/cpu-s: the same spread of acquisitions per second of a thread's own CPU time; "
+        "busy: the threads' CPU time ÷ (window × CPUs); p99 ns: lock() latency, 99th percentile", width=100)]
     if report.get("uncontended_ns"):
         lines.append("")
         lines.append("uncontended lock+unlock (ns): " + ", ".join(
