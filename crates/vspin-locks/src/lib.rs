@@ -40,7 +40,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use vspin_locks::mutex::{PvQueuedSpinMutex, TicketMutex};
+//! use vspin_locks::mutex::{PvQueuedSpinMutex, TicketMutex, TicketMutexGuard};
 //!
 //! let counter = Arc::new(PvQueuedSpinMutex::new(0u64));
 //! let threads: Vec<_> = (0..4)
@@ -58,7 +58,11 @@
 //!
 //! // In a static, like any lock_api mutex:
 //! static TABLE: TicketMutex<Vec<u32>> = TicketMutex::new(Vec::new());
-//! TABLE.lock().push(7);
+//! // Each mutex has its guard type, to pass a held lock around:
+//! fn push_seven(mut table: TicketMutexGuard<'_, Vec<u32>>) {
+//!     table.push(7);
+//! }
+//! push_seven(TABLE.lock());
 //! assert_eq!(TABLE.try_lock().map(|t| t.len()), Some(1));
 //! ```
 //!

@@ -210,3 +210,30 @@ pub type PvQueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLock<Nativ
 /// The paravirtual queued spinlock as merged in Linux 4.2: no stealing, a halted successor is
 /// woken at hand-off.
 pub type PvQueuedSpinV42Mutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLockV42<Native>>, T>;
+
+/// One guard alias per mutex, as `parking_lot::MutexGuard`, so that a function returning or taking
+/// a held lock can name its type.
+macro_rules! guards {
+    ($($guard:ident of $mutex:ident: $lock:ty;)*) => {$(
+        #[doc = concat!("What [`", stringify!($mutex), "::lock`] returns: the data, borrowed while the lock is held.")]
+        pub type $guard<'a, T> = lock_api::MutexGuard<'a, NativeRaw<$lock>, T>;
+    )*};
+}
+
+guards! {
+    TasMutexGuard of TasMutex: TasLock<Native>;
+    LasTasMutexGuard of LasTasMutex: LasTasLock<Native>;
+    TasYieldMutexGuard of TasYieldMutex: TasYieldLock<Native>;
+    TicketMutexGuard of TicketMutex: TicketLock<Native>;
+    PvTicketMutexGuard of PvTicketMutex: PvTicketLock<Native>;
+    OTicketMutexGuard of OTicketMutex: OTicketLock<Native>;
+    OpportunisticSpinMutexGuard of OpportunisticSpinMutex: OpportunisticSpinLock<Native>;
+    OpportunisticWakeupMutexGuard of OpportunisticWakeupMutex: OpportunisticWakeupLock<Native>;
+    LongerSpinningMutexGuard of LongerSpinningMutex: LongerSpinningLock<Native>;
+    ITicketMutexGuard of ITicketMutex: ITicketLock<Native>;
+    PreemptableTicketMutexGuard of PreemptableTicketMutex: PreemptableTicketLock<Native>;
+    PvPreemptableTicketMutexGuard of PvPreemptableTicketMutex: PvPreemptableTicketLock<Native>;
+    QueuedSpinMutexGuard of QueuedSpinMutex: QueuedSpinLock<Native>;
+    PvQueuedSpinMutexGuard of PvQueuedSpinMutex: PvQueuedSpinLock<Native>;
+    PvQueuedSpinV42MutexGuard of PvQueuedSpinV42Mutex: PvQueuedSpinLockV42<Native>;
+}
