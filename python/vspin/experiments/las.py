@@ -125,7 +125,7 @@ class Las(Experiment):
                 "kernbench guest: " + kb_profile(1) + ". The seed's figure 3 has no numbers in its text.")
         figures = [
             Figure(id="kernbench", title="kernbench in one guest, the others running infinite loops",
-                   metric="throughput", x_label="guests", y_label="kernbench work units/s",
+                   metric="work units/s", x_label="guests", y_label="kernbench work units/s",
                    series=[Series(c, list(GUESTS), [m for m, _ in tput[c]], yerr=[h for _, h in tput[c]]) for c in CONFIGS],
                    paper=[], kind="bar", note=note + " Bars: mean ± 95% interval over the seeds."),
         ]

@@ -252,7 +252,7 @@ class PTicket(Experiment):
         profile = "LWP share of long waits"
         return Figure(
             id="table2", title="lock-waiter preemption's share (ticket lock)",
-            metric="LWP / (LHP + LWP)", x_label="benchmark, VMs", y_label="LWP share (%)", kind="bar",
+            metric="LWP / (LHP + LWP), %", x_label="benchmark, VMs", y_label="LWP share (%)", kind="bar",
             note=note + " Two counts. Preemption events (judged by the checks): a holder descheduled while "
             "waited for (LHP); a free FIFO lock whose next waiter is descheduled (LWP). Long waits, as the "
             "authors' profiling patch counts them (paired with the paper's bars): a wait that has spun 2^10 "
@@ -290,7 +290,7 @@ class PTicket(Experiment):
                 f"waiting time is in waits of {where} (paper: \"most spinning time wasted on locks that wait ~1ms\")"))
         return Figure(
             id="waits", title="where the waiting time goes at x2, by wait length (hackbench)",
-            metric="share of waiting time", x_label="wait from lock() to acquisition", y_label="% of waiting time",
+            metric="% of waiting time", x_label="wait from lock() to acquisition", y_label="% of waiting time",
             kind="bar", series=series, paper=[],
             note=note + " A wait runs from the call to lock() to the acquisition, on the guest's clock (time "
             "the waiter's vCPU was preempted included); bins of the power-of-two buckets each VM reports "

@@ -102,20 +102,21 @@ class XenYield(Experiment):
                  "vCPUs running kernbench with the Windows spinlock (tas-yield).")
         pick_push = " pick and push are our reading of the seed's one sentence each; the seed gives no numbers for them alone."
         note = (setup + " Aggregate throughput over VMs, relative to one VM under the stock scheduler (ours and the "
-                "seed's 1402 builds per 100,000 s)." + pick_push)
+                "seed's 1402 builds per 100,000 s)." + pick_push + " The e-mail does not say whether its host used "
+                "PLE, so its numbers are shown beside both hosts.")
         figures, checks = [], []
         for host in HOSTS:
             tp = {c: [mean(host, c, n, tput) for n in VM_COUNTS] for c in CONFIGS}
             one = tp["base"][0]
             figures.append(Figure(
                 id=f"table.{host}", title=f"Aggregate throughput, 1-4 VMs on 4 cores: {HOST_TITLES[host]}",
-                metric="throughput", x_label="VMs building", y_label="aggregate throughput ÷ one VM (stock)",
+                metric="throughput ÷ one VM", x_label="VMs building", y_label="aggregate throughput ÷ one VM (stock)",
                 series=[Series(c, list(VM_COUNTS), [t / one for t in tp[c]]) for c in CONFIGS], paper=paper,
                 kind="bar", note=note))
             spin = {c: [mean(host, c, n, share("spin_ns")) for n in VM_COUNTS] for c in CONFIGS}
             yields = {c: [mean(host, c, n, per_second("yields")) for n in VM_COUNTS] for c in CONFIGS}
             figures.append(Figure(
-                id=f"spin.{host}", title=f"Where the time goes: {HOST_TITLES[host]}", metric="spin_share",
+                id=f"spin.{host}", title=f"Where the time goes: {HOST_TITLES[host]}", metric="% of vCPU time spinning",
                 x_label="VMs building", y_label="share of vCPU time spinning (%)",
                 series=[Series(c, list(VM_COUNTS), [100 * x for x in spin[c]]) for c in CONFIGS], paper=[],
                 note=setup + " Share of all the VMs' vCPU time spent spinning (lock waits and IPI waits), in "

@@ -66,7 +66,12 @@ def write_index(experiments: list[Experiment], docs: dict[str, dict], scale: str
         )
     every = [c["passed"] for doc in docs.values() for c in doc["checks"]]
     body = (
-        f"<h1>vspin: reproduced experiments</h1>\n<p>Scale: {escape(scale)}. {passed_text(every)}.</p>\n"
+        f"<h1>vspin: reproduced experiments</h1>\n<p>Scale: {escape(scale)}"
+        + (" (shorter runs and fewer seeds than the full scale, sized for a laptop; each figure's note gives its run "
+           "length and seeds)" if scale == "quick" else "") + f". {passed_text(every)}. Each figure draws the "
+        "papers' numbers, where their text gives them, beside ours: hatched bars or dashed lines marked "
+        "\"(paper)\". Where a check or note says \"seed\" before a number, it means the paper (the project's "
+        "name for the papers it reproduces); \"seeds 1-3\" are random seeds.</p>\n"
         "<table>\n<tr><th>experiment</th><th>title</th><th>source</th><th>checks</th></tr>\n"
         + "\n".join(rows)
         + "\n</table>"
