@@ -11,7 +11,7 @@ import tempfile
 from importlib.metadata import version
 
 from vspin._core import InvariantError
-from vspin.scenario import ScenarioError, _given_twice, load_scenario, parse_setting, run, validate
+from vspin.scenario import ScenarioError, given_twice, load_scenario, parse_setting, run, validate
 
 
 def _settings(args: argparse.Namespace) -> dict:
@@ -143,7 +143,7 @@ def _run_over_seeds(args: argparse.Namespace) -> int:
         return 2
     if args.duration_ms is not None:
         if "duration_ms" in settings:
-            raise ScenarioError(_given_twice("duration_ms", settings["duration_ms"], args.duration_ms))
+            raise ScenarioError(given_twice("duration_ms", settings["duration_ms"], args.duration_ms))
         settings["duration_ms"] = args.duration_ms
     df = sweep(args.scenario, {"seed": args.seeds}, settings)
     name = load_scenario(args.scenario, settings).get("name", "scenario")

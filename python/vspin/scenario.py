@@ -72,7 +72,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     for key, value in overrides.items():
         if value is not None:
             if key in (settings or {}):
-                raise ScenarioError(_given_twice(key, settings[key], value))
+                raise ScenarioError(given_twice(key, settings[key], value))
             value = plain_value(value)
             _check_values(value, key)
             data[key] = value
@@ -88,7 +88,8 @@ def _quoted_line(text: str, message: str) -> str:
     return f": {lines[int(at.group(1)) - 1].strip()}"
 
 
-def _given_twice(key: str, setting: Any, value: Any) -> str:
+def given_twice(key: str, setting: Any, value: Any) -> str:
+    """The error for a top-level key given both as a setting and as its own argument."""
     return (f"{key}: given twice, as the setting {key}={setting!r} (--set) and as the argument {value!r} "
             f"(--{key.replace('_', '-')}); give it once")
 

@@ -792,28 +792,6 @@ pub struct WorkloadConfig {
 }
 
 impl WorkloadConfig {
-    /// A preset with nothing overridden.
-    fn of(preset: Preset) -> Self {
-        WorkloadConfig {
-            preset,
-            think_ns: None,
-            cs_ns: None,
-            cs_long_probability: None,
-            cs_long_ns: None,
-            locks: None,
-            zipf_s: None,
-            block_probability: None,
-            block_ns: None,
-            shootdown_probability: None,
-            shootdown_targets: None,
-            wake_probability: None,
-            threads_per_vcpu: None,
-            durations: None,
-            jitter: None,
-            barrier_every: None,
-        }
-    }
-
     /// How many locks the guest threads take: none for `cpu-hog` unless its `locks` is given,
     /// and one more for a barrier (its futex's hash-bucket lock).
     fn lock_count(&self) -> u32 {
@@ -1429,7 +1407,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     // Keys that would be accepted and change nothing, or take a length from nowhere. (A
     // probability given as 0 is a choice, e.g. one point of a sweep, and is left alone.)
     let profile = crate::workload::Profile::new(w, vcpus, 0);
-    let preset = crate::workload::Profile::new(&WorkloadConfig::of(w.preset), vcpus, 0);
+    let preset = crate::workload::Profile::preset(w.preset, 0);
     // Without locks (`cpu-hog` unless `locks` is given) the loop never enters a critical section.
     if profile.locks == 0 {
         let lock_keys = [("cs_ns", w.cs_ns.is_some()), ("cs_long_probability", w.cs_long_probability.is_some()), ("cs_long_ns", w.cs_long_ns.is_some()), ("zipf_s", w.zipf_s.is_some())];

@@ -64,6 +64,28 @@ pub struct Profile {
 
 impl Profile {
     pub fn new(cfg: &WorkloadConfig, vcpus: u32, switch_ns: u64) -> Profile {
+        let mut p = Profile::preset(cfg.preset, switch_ns);
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
+        }
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter, barrier_every);
+        p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
+        if p.shootdown_targets == 0 {
+            p.shootdown_probability = 0.0;
+        }
+        let weights: Vec<f64> = (1..=p.locks).map(|k| 1.0 / libm::pow(k as f64, p.zipf_s)).collect();
+        let total: f64 = weights.iter().sum();
+        let mut acc = 0.0;
+        p.cdf = weights.iter().map(|w| {
+            acc += w / total;
+            acc
+        }).collect();
+        p
+    }
+
+    /// A preset's own values, before a scenario's overrides and before they are fitted to a VM
+    /// (shootdown targets, the lock popularity table).
+    pub(crate) fn preset(preset: Preset, switch_ns: u64) -> Profile {
         let base = |think_ns, cs_ns, locks, zipf_s| Profile {
             think_ns,
             cs_ns,
@@ -83,7 +105,7 @@ impl Profile {
             barrier_every: 0,
             cdf: Vec::new(),
         };
-        let mut p = match cfg.preset {
+        match preset {
             Preset::Kernbench => Profile {
                 block_probability: 0.002,
                 block_ns: 200_000.0,
@@ -149,23 +171,7 @@ impl Profile {
                 shootdown_targets: 2,
                 ..base(150_000.0, 200.0, 256, 0.0)
             },
-        };
-        macro_rules! take {
-            ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter, barrier_every);
-        p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
-        if p.shootdown_targets == 0 {
-            p.shootdown_probability = 0.0;
-        }
-        let weights: Vec<f64> = (1..=p.locks).map(|k| 1.0 / libm::pow(k as f64, p.zipf_s)).collect();
-        let total: f64 = weights.iter().sum();
-        let mut acc = 0.0;
-        p.cdf = weights.iter().map(|w| {
-            acc += w / total;
-            acc
-        }).collect();
-        p
     }
 
     /// A think time or critical section of mean (or, fixed, exact) length `ns`. Fixed lengths
