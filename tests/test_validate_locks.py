@@ -153,11 +153,19 @@ def test_the_median_fairness_spread_counts_a_thread_without_acquisitions_as_the_
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the host costs need two CPUs")
-def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys):
+def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, capsys, monkeypatch):
     out = tmp_path / "validation.json"
     args = ["validate-locks", "--locks", "ticket,tas", "--threads", "1,2,4", "--seconds", "0.02", "--warmup", "0.01",
             "--repeat", "2", "--seeds", "3", "--workers", "1", "--json", str(out)]
-    assert main(args) == 0
+    with monkeypatch.context() as terminal:
+        terminal.setattr(sys.stderr, "isatty", lambda: True)
+        assert main(args) == 0
+    captured = capsys.readouterr()
+    steps = [line for line in captured.err.splitlines() if line.startswith("validate-locks: ")]
+    assert steps[:4] == ["validate-locks: measuring this machine's costs",
+                         "validate-locks: benchmark run 1/2: 2 locks at 3 thread counts, about 0 s",
+                         "validate-locks: benchmark run 2/2: 2 locks at 3 thread counts, about 0 s",
+                         "validate-locks: measuring this machine's costs again"], "a long run says what it is doing"
     report = json.loads(out.read_text())
     assert [(r["lock"], r["threads"]) for r in report["rows"]] == [
         ("ticket", 1), ("ticket", 2), ("ticket", 4), ("tas", 1), ("tas", 2), ("tas", 4)]
@@ -185,7 +193,7 @@ def test_validate_locks_reports_measured_and_predicted_side_by_side(tmp_path, ca
     assert all(o["pairs"] == 1 for o in criteria["ordering"])
     if report["machine"]["cores"] == 2:
         assert [c["threads"] for c in criteria["ticket_collapse"]] == [4]
-    printed = capsys.readouterr().out
+    printed = captured.out
     assert "predicted ops/s" in printed and "order at 4 threads" in printed and "p99 pred" in printed and "jitter (CV)" in printed
     assert "where the fairness spread comes from" in printed
 

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import statistics
+import sys
 from itertools import combinations
 
 from vspin import _core
@@ -366,7 +367,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         raise ValidationError(f"--warmup: must be a finite number >= 0, got {warmup_s}")
     # The benchmark's default counts go to 8x the cores (`vspin bench-locks`); the prediction
     # simulates each count as one VM's vCPUs. Say so now, not after the benchmark.
-    counts = threads if threads is not None else [8 * len(os.sched_getaffinity(0))]
+    cores = len(os.sched_getaffinity(0))
+    counts = threads if threads is not None else sorted({1, cores, 2 * cores, 4 * cores, 8 * cores})
     if not counts or min(counts) < 1 or max(counts) > MAX_PREDICTED_THREADS:
         given = "--threads" if threads is not None else "the default --threads (up to 8x this machine's cores)"
         hint = "" if threads is not None else "; give --threads"
@@ -378,6 +380,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     load_before = os.getloadavg()
     measure_now = costs is None
     if measure_now:
+        _progress("measuring this machine's costs")
         costs = measure_host_costs()
     host = host_config(costs, hz) if measure_now else _costs_of("--costs", costs, hz)
     # A cost table the simulator rejects must fail before minutes of benchmark, not after.
@@ -388,10 +391,15 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         except ValueError as e:
             raise ValidationError(f"the host-mode scenario of {lock} (from the cost table): {e}") from None
 
-    try:
-        runs = [bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin, cpu_max) for _ in range(repeat)]
-    except BenchConfigError as e:
-        raise ValidationError(str(e)) from None
+    run_s = len(locks) * len(counts) * (warmup_s + seconds)
+    runs = []
+    for k in range(repeat):
+        _progress(f"benchmark run {k + 1}/{repeat}: {len(locks)} locks at {len(counts)} thread counts, "
+                  f"about {run_s:.0f} s")
+        try:
+            runs.append(bench_locks(threads, seconds, cs_ns, think_ns, locks, warmup_s, pin, cpu_max))
+        except BenchConfigError as e:
+            raise ValidationError(str(e)) from None
     measured: dict[tuple[str, int], list[float]] = {}
     # Per point, every run's value of each other field of a row that the report keeps.
     kept: dict[tuple[str, int], dict[str, list]] = {}
@@ -403,6 +411,8 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                 kept.setdefault(point, {}).setdefault(key, []).append(row.get(field))
     # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
     # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
+    if measure_now:
+        _progress("measuring this machine's costs again")
     costs_after = measure_host_costs() if measure_now else None
 
     report = {
@@ -433,6 +443,13 @@ COST_DRIFT_LIMIT = 1.5
 #: The single-number costs of the table that the prediction uses.
 DRIFT_KEYS = ("clock_ghz", "l1_hit_ns", "atomic_ns", "spin_iteration_ns", "transfer_ns", "context_switch_ns",
               "futex_wake_ns")
+
+
+def _progress(step: str) -> None:
+    """Say what a long run is doing, on a terminal (as the simulations' ``Runner`` does)."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"validate-locks: {step}\n")
+        sys.stderr.flush()
 
 
 def host_cost_drift(before: dict, after: dict) -> list[dict]:
