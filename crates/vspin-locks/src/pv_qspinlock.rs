@@ -214,11 +214,19 @@ impl<P: Platform> PvQueuedSpinLock<P> {
                     return;
                 }
             }
-            // `smp_store_mb(pn->state, vcpu_halted)`, an `xchg` on x86, then halt unless head-ship
-            // arrived. A plain store could still sit in the store buffer when `locked` is read:
-            // the owner's `pv_kick_node` would then see `vcpu_running` and not hash us, and we
-            // would halt with nobody to kick us (pairs with its compare-exchange on the state).
+            // `smp_store_mb(pn->state, vcpu_halted)`, then halt unless head-ship arrived. A plain
+            // store could still sit in the store buffer when `locked` is read: the owner's
+            // `pv_kick_node` would then see `vcpu_running` and not hash us, and we would halt
+            // with nobody to kick us (pairs with its `smp_mb` and compare-exchange on the state).
+            // `smp_store_mb` is a store and a full barrier (`asm-generic/barrier.h`; one `xchg`
+            // on x86): here the swap of the x86 code and the generic `smp_mb()`. The swap alone is
+            // that barrier in C++20's model, where the owner's failed exchange and our load are
+            // both `SeqCst`; but `loom` models `SeqCst` accesses as acquire/release, and with three
+            // preemptions it found this node halting while the owner read it running (2026-11-27,
+            // `LOOM_MAX_PREEMPTIONS=3`). The fence makes the handshake one that loom checks, and
+            // costs a fence only on the way to a halt (nothing in the simulator).
             p.swap(state, VCPU_HALTED).await;
+            p.smp_mb();
             if p.load(locked).await == 0 {
                 pv_wait(p, state, Until::eq(VCPU_HALTED)).await;
             }
