@@ -171,6 +171,20 @@ mod tests {
     }
 
     #[test]
+    fn a_write_to_a_shared_line_invalidates_the_other_copies() {
+        // MESI: a line in Shared state is written only after a read-for-ownership that removes
+        // every other copy, so the writer pays an upgrade and the other reader misses next.
+        let mut m = mem();
+        let w = m.word(0);
+        m.access(w, 0, Access::Write, 0);
+        m.access(w, 0, Access::Read, 100);
+        m.access(w, 1, Access::Read, 200);
+        assert_eq!(m.access(w, 0, Access::Write, 300), 350, "the writer's copy is shared, not exclusive");
+        assert_eq!(m.access(w, 1, Access::Read, 400), 450, "the other reader's copy was invalidated");
+        assert_eq!(m.access(w, 0, Access::Read, 500), 501, "the writer keeps its copy");
+    }
+
+    #[test]
     fn transfers_of_one_line_serialize() {
         let mut m = mem();
         let w = m.word(0);

@@ -356,6 +356,47 @@ mod tests {
     }
 
     #[test]
+    fn a_vcpu_blocked_in_its_halt_with_a_wake_up_pending_is_a_lost_wakeup() {
+        // KVM's `kvm_vcpu_check_block` returns before `schedule()` whenever the vCPU is runnable
+        // (a kick's `pv_unhalted`, a pending interrupt, an expired timer), so its thread never
+        // sleeps with one pending.
+        let blocked = |act: Act, setup: &dyn Fn(&mut Sim)| {
+            let mut s = sim("pv-ticket");
+            s.now = 1_000;
+            (s.vcpus[1].host, s.vcpus[1].act) = (HostState::Blocked, act);
+            setup(&mut s);
+            s.audit();
+            s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("blocked in its halt"))
+        };
+        let lock_wait = Act::Halted(HaltReason::LockWait);
+        assert!(!blocked(lock_wait, &|_| {}), "nothing pending: a proper halt");
+        assert!(blocked(lock_wait, &|s| s.vcpus[1].pv_unhalted = true), "a kick pending");
+        assert!(blocked(lock_wait, &|s| s.vcpus[1].pending_ipis.push(0)), "an interrupt pending");
+        assert!(blocked(Act::Halted(HaltReason::Idle { wake_at: 998 }), &|_| {}), "a timer overdue");
+        assert!(!blocked(Act::Halted(HaltReason::Idle { wake_at: 1_000 }), &|_| {}), "a timer due now may still be queued");
+    }
+
+    #[test]
+    fn a_running_spinner_that_missed_a_write_to_its_word_is_a_violation() {
+        let mut s = sim("ticket");
+        spinning(&mut s, 1);
+        s.vcpus[1].last_read = (SimWord(0), s.mem.version(SimWord(0)));
+        s.audit();
+        assert!(s.violations.is_empty(), "it read the current value: {:?}", s.violations);
+        s.mem.set(SimWord(0), 1);
+        if let Act::Spin { stale, .. } = &mut s.vcpus[1].act {
+            *stale = true;
+        }
+        s.audit();
+        assert!(s.violations.is_empty(), "a descheduled spinner re-reads when it runs: {:?}", s.violations);
+        if let Act::Spin { stale, .. } = &mut s.vcpus[1].act {
+            *stale = false;
+        }
+        s.audit();
+        assert!(s.violations.iter().any(|v| v.starts_with("missed write")), "{:?}", s.violations);
+    }
+
+    #[test]
     fn a_thread_asleep_at_a_barrier_it_is_not_queued_on_is_a_lost_wakeup() {
         let text = "duration_ms = 1\n[host]\ncores_per_socket = 2\n[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\n\
                     workload = { preset = \"cpu-hog\", barrier_every = 1 }\n";
