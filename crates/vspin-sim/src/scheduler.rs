@@ -644,3 +644,50 @@ impl Sim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::simulation::test_host::{host, running};
+    use crate::simulation::Sim;
+    use crate::vcpu::{Act, Affinity, HostState};
+
+    /// vCPU 0 running on pCPU 0 under CFS at 100 ms of vruntime (also `min_vruntime`), and vCPU
+    /// 1 pinned there, not queued.
+    fn cfs_pcpu_0_running_vcpu_0() -> Sim {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("scheduler = \"cfs\"", false, vm);
+        s.now = 100_000_000;
+        running(&mut s, 0, 0, Act::Ready);
+        (s.vcpus[0].se.vruntime, s.vcpus[0].se.exec_start) = (100_000_000, s.now);
+        s.pcpus[0].min_vruntime = 100_000_000;
+        (s.vcpus[1].affinity, s.vcpus[1].pcpu) = (Affinity::Pinned(0), 0);
+        s
+    }
+
+    #[test]
+    fn cfs_places_a_woken_vcpu_no_further_back_than_half_a_latency_behind_min_vruntime() {
+        // `place_entity` with GENTLE_FAIR_SLEEPERS: max(vruntime, min_vruntime - latency / 2).
+        for (slept_at, placed_at) in [(0, None), (99_900_000, Some(99_900_000))] {
+            let mut s = cfs_pcpu_0_running_vcpu_0();
+            let floor = 100_000_000 - s.costs.sched_latency / 2;
+            (s.vcpus[1].host, s.vcpus[1].se.vruntime) = (HostState::Runnable, slept_at);
+            s.enqueue_woken(1);
+            assert_eq!(s.vcpus[1].se.vruntime, placed_at.unwrap_or(floor), "slept at vruntime {slept_at}");
+        }
+    }
+
+    #[test]
+    fn cfs_wake_up_preempts_only_a_current_vcpu_more_than_the_granularity_ahead() {
+        // `check_preempt_wakeup`: `wakeup_preempt_entity` is 1 only when vdiff > gran.
+        for (ahead, preempts) in [(0, false), (1, true)] {
+            let mut s = cfs_pcpu_0_running_vcpu_0();
+            let gran = s.costs.wakeup_granularity;
+            (s.vcpus[1].host, s.vcpus[1].se.vruntime) = (HostState::Runnable, 100_000_000 - gran - ahead);
+            s.pcpus[0].queued.push(1);
+            s.preempt_if_newcomer_wins(0, 0, 1);
+            // Preempting, it becomes the `next` buddy, which `schedule()` picks (and clears).
+            let (curr, next) = (s.pcpus[0].curr, s.pcpus[0].next);
+            assert_eq!((curr, next), if preempts { (Some(1), None) } else { (Some(0), None) }, "{ahead} ns past it");
+        }
+    }
+}
