@@ -98,6 +98,8 @@ pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
 pub mod ticket;
+#[cfg(all(test, not(loom)))]
+mod test_platform;
 
 pub use lock_api;
 pub use platform::{

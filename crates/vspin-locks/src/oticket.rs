@@ -133,15 +133,58 @@ unsafe impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLo
     const INIT: Self = OpportunisticTicketLock { head_tail: Native::word(0) };
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::native::block_on;
+    use crate::platform::{CpuMask, PerCpuSlot};
+    use crate::test_platform::{Call, Recorder};
 
     #[test]
     fn a_waiter_already_at_the_head_gets_the_next_in_line_threshold() {
         assert_eq!(OTicketLock::<crate::native::Native>::threshold(0), SPIN_MAX_THRESHOLD);
         assert_eq!(OTicketLock::<crate::native::Native>::threshold(1), SPIN_MAX_THRESHOLD);
         assert_eq!(OTicketLock::<crate::native::Native>::threshold(2), SPIN_MAX_THRESHOLD >> 1);
+    }
+
+    /// The paper's `dist < TICKET_QUEUE_WAIT`: a waiter 17 tickets back still spins
+    /// opportunistically (`2^34 >> 16`), one 18 back already gets the stock `SPIN_THRESHOLD`,
+    /// and so halts as early as a PV ticket waiter.
+    #[test]
+    fn waiters_from_ticket_queue_wait_back_get_the_stock_threshold() {
+        type O = OTicketLock<crate::native::Native>;
+        assert_eq!(O::threshold(TICKET_QUEUE_WAIT - 1), SPIN_MAX_THRESHOLD >> (TICKET_QUEUE_WAIT - 2));
+        assert_eq!(O::threshold(TICKET_QUEUE_WAIT - 1), 1 << 18);
+        assert_eq!(O::threshold(TICKET_QUEUE_WAIT), SPIN_THRESHOLD);
+    }
+
+    /// Kicks of one unlock of a lock with the slow-path flag set, while CPUs 1..=6 wait (halted)
+    /// for the next six tickets, CPU `k` for the `k`-th.
+    fn kicks_of_a_flagged_unlock<const SPIN: u8, const WAKE: u64>() -> Vec<Call> {
+        let p = Recorder::new(0, 8);
+        let head = 0x40;
+        let lock = OpportunisticTicketLock::<Recorder, SPIN, WAKE> {
+            head_tail: std::cell::Cell::new(TAIL.with(head | TICKET_SLOWPATH_FLAG, head + 7 * TICKET_LOCK_INC)),
+        };
+        for cpu in 1..=6 {
+            p.per_cpu(cpu, PerCpuSlot::PvWaitLock).set(p.addr(&lock.head_tail));
+            p.per_cpu(cpu, PerCpuSlot::PvWaitWant).set(head + cpu as u64 * TICKET_LOCK_INC);
+            p.cpumask(CpuMask::PvWaiting, 0).set(p.cpumask(CpuMask::PvWaiting, 0).get() | 1 << cpu);
+        }
+        // SAFETY: the recorder's CPU 0 stands for the holder of ticket `head`.
+        block_on(unsafe { lock.unlock(&p) });
+        assert_eq!(HEAD.get(lock.head_tail.get()), (head + TICKET_LOCK_INC) | TICKET_SLOWPATH_FLAG, "head moved on, flag kept");
+        p.calls().into_iter().filter(|c| matches!(c, Call::Kick(_))).collect()
+    }
+
+    /// Opportunistic wake-up: the waiters of the next `OPPORTUNISTIC_WAKEUP_NCPU` (4) tickets are
+    /// kicked, so that they are running by their turn; the variants without it kick one.
+    #[test]
+    fn a_flagged_unlock_kicks_the_waiters_of_the_next_four_tickets() {
+        let four: Vec<Call> = (1..=4).map(Call::Kick).collect();
+        assert_eq!(kicks_of_a_flagged_unlock::<OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU>(), four, "oticket");
+        assert_eq!(kicks_of_a_flagged_unlock::<STOCK_SPIN, OPPORTUNISTIC_WAKEUP_NCPU>(), four, "wake-up only");
+        assert_eq!(kicks_of_a_flagged_unlock::<OPPORTUNISTIC_SPIN, 1>(), [Call::Kick(1)], "spin only");
     }
 
     #[test]
