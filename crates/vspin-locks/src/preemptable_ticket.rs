@@ -239,9 +239,23 @@ unsafe impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
     };
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::native::block_on;
+    use crate::test_platform::{Call, Recorder};
+
+    /// `T = N × t`: a waiter that draws ticket 3 behind the holder of ticket 0 (two waiters
+    /// between) gives the queue 3·t PAUSEs to move before it times out and competes.
+    #[test]
+    fn a_waiter_three_places_back_first_waits_three_timeout_units() {
+        type L = Layout<16>;
+        let p = Recorder::new(0, 1);
+        let word = std::cell::Cell::new(L::TAIL.with(L::LOCKED, 3));
+        block_on(L::queue(&p, &word, 100));
+        assert_eq!(p.calls(), [Call::Spin(300)]);
+        assert_eq!(L::TAIL.get(word.get()), 4, "ticket 3 drawn");
+    }
 
     #[test]
     fn queue_distance_is_signed_modulo_the_ticket_width() {
