@@ -132,3 +132,28 @@ unsafe impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
 unsafe impl ConstInit for LasTasLock<Native> {
     const INIT: Self = LasTasLock { word: Native::word(0), longest: Native::word(0), since: Native::word(0) };
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::native::block_on;
+    use crate::test_platform::{Call, Recorder};
+    use std::cell::Cell;
+
+    /// Step 1 on the fast path: with a longest hold of 10 ns, a slice with 5 ns left does not
+    /// even try the lock (no compare-exchange: it goes to the slow path, which yields); one with
+    /// 10 or 20 ns left takes the free lock.
+    #[test]
+    fn the_fast_path_leaves_a_free_lock_alone_when_the_slice_ends_before_the_longest_hold() {
+        for (slice, takes) in [(5, false), (10, true), (20, true)] {
+            let mut p = Recorder::new(0, 1);
+            p.slice = Some(slice);
+            let lock = LasTasLock::<Recorder> { word: Cell::new(0), longest: Cell::new(10), since: Cell::new(0) };
+            // SAFETY: an `Err` holds nothing here (`Contended` is `()`), so it may be dropped.
+            let taken = block_on(unsafe { lock.lock_fast(&p) }).is_ok();
+            assert_eq!(taken, takes, "slice {slice}");
+            assert_eq!(p.calls().contains(&Call::CompareExchange), takes, "slice {slice}: compare-exchange tried");
+            assert_eq!(lock.word.get(), takes as u64, "slice {slice}");
+        }
+    }
+}
