@@ -267,6 +267,40 @@ mod tests {
         assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "not boosted since it last ran");
     }
 
+    /// vCPU 0 of a 6-vCPU VM runs alone on pCPU 0; vCPUs 1-3, preempted, wait each alone on a
+    /// pCPU of its own (so `yield_to` them is `-ESRCH`: both run queues hold one task); vCPU 4,
+    /// preempted, waits on pCPU 4 behind vCPU 5. The scan starts after vCPU 0.
+    fn three_esrch_then_a_target() -> Sim {
+        let text = "duration_ms = 1\n[host]\ncores_per_socket = 5\n[[vm]]\nname = \"g\"\nvcpus = 6\npin = \"none\"\n\
+                    lock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = Sim::new(&Scenario::from_toml(text).unwrap());
+        for rq in &mut s.pcpus {
+            (rq.curr, rq.queued) = (None, Vec::new());
+        }
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        crate::simulation::test_host::running(&mut s, 5, 4, Act::Ready);
+        for (v, p) in [(1, 1), (2, 2), (3, 3), (4, 4)] {
+            let vc = &mut s.vcpus[v as usize];
+            (vc.pcpu, vc.host, vc.preempted, vc.in_spin_loop) = (p, HostState::Runnable, true, false);
+            s.pcpus[p as usize].queued.push(v);
+        }
+        s.vms[0].last_boosted = 0;
+        s
+    }
+
+    #[test]
+    fn kvm_gives_up_the_scan_after_three_esrch_and_3_5_tries_on() {
+        // 3.18+: `if (yielded < 0) { try--; if (!try) break; }` with `try = 3`; 3.5's
+        // `yield_to` returns a bool, so it has no such limit.
+        let mut s = three_esrch_then_a_target();
+        assert!(!s.kvm_vcpu_on_spin(0, DirectedYieldKind::Kvm));
+        assert_eq!((s.vcpus[0].counters.directed_yields, s.vms[0].last_boosted), (0, 0));
+        let mut s = three_esrch_then_a_target();
+        assert!(s.kvm_vcpu_on_spin(0, DirectedYieldKind::Kvm35));
+        assert_eq!(s.vcpus[0].counters.directed_yields, 1);
+        assert_eq!(s.vms[0].last_boosted, 4, "the next scan starts after the vCPU boosted");
+    }
+
     fn candidate_for(s: &Sim) -> (bool, bool) {
         (s.yield_candidate(1, DirectedYieldKind::Kvm), s.yield_candidate(1, DirectedYieldKind::Kvm68))
     }
