@@ -197,3 +197,31 @@ fn each_locked_instruction_costs_the_atomic_extra() {
         assert!((extra - 20.0 * locked_per_acquisition).abs() < 1.0, "{lock}: {extra:.2} ns more per acquisition");
     }
 }
+
+#[test]
+fn an_uncontended_vcpu_is_useful_exactly_for_its_think_time_and_critical_sections() {
+    // `docs/results.md`: useful time is think time and critical sections; the atomics and the
+    // memory latency they wait for are spinning (a latency absorbed by the computation after
+    // it included). One vCPU alone: nothing else can be useful.
+    let sc = Scenario::from_toml(
+        r#"
+        duration_ms = 10
+        [host]
+        cores_per_socket = 1
+        [[vm]]
+        name = "g"
+        vcpus = 1
+        pin = "1:1"
+        lock = "tas"
+        workload = { preset = "kernbench", durations = "fixed", think_ns = 200, cs_ns = 100, cs_long_probability = 0.0,
+                     block_probability = 0.0, shootdown_probability = 0.0 }
+        "#,
+    )
+    .unwrap();
+    let r = run(&sc);
+    let (t, n) = (&r.vcpus[0].time, r.totals.acquisitions);
+    // Within one iteration of n × (200 + 100) ns: the run ends inside one.
+    let work = n * 300;
+    assert!((work - 300..=work + 300).contains(&t.useful_ns), "useful {} ns for {n} acquisitions", t.useful_ns);
+    assert!(t.spin_ns >= n, "each acquisition's xchg waits at least an L1 hit: {} ns", t.spin_ns);
+}
