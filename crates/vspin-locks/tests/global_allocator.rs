@@ -6,9 +6,14 @@
 //! This binary's allocator takes one of the locks, chosen by `LOCK`, around every call to the
 //! system allocator. For each lock a fresh thread allocates while the main thread holds that
 //! lock, so the thread's first use of the lock is a slow path inside the allocator.
+//!
+//! A lost wake-up would leave the allocating thread halted for good, and the test with it: a
+//! watchdog aborts the process with the lock's number after `DEADLINE`.
 #![cfg(not(loom))]
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use lock_api::RawMutex;
 use vspin_locks::mutex::{OTicketMutex, PvPreemptableTicketMutex, PvQueuedSpinMutex, PvQueuedSpinV42Mutex, PvTicketMutex, QueuedSpinMutex};
@@ -75,8 +80,41 @@ unsafe impl GlobalAlloc for Guarded {
 #[global_allocator]
 static ALLOCATOR: Guarded = Guarded;
 
+/// Far beyond the test's ~0.2 s, even on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Abort the process unless `done` is set within `DEADLINE`. A hung test cannot be failed by a
+/// panic in another thread, so this aborts. Once it has set `ready` it allocates nothing (the
+/// allocator's lock may be the one that hangs: a thread's first steps can allocate, which is why
+/// the test waits for `ready` before it turns that lock on), and it turns the lock off before
+/// it writes.
+fn watchdog(ready: &AtomicBool, done: &AtomicBool) {
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_millis(1));
+    ready.store(true, Ordering::Release);
+    while !done.load(Ordering::Acquire) {
+        if start.elapsed() > DEADLINE {
+            let lock = LOCK.swap(usize::MAX, Ordering::AcqRel);
+            let mut buf = [0u8; 160];
+            let mut out = std::io::Cursor::new(&mut buf[..]);
+            let _ = write!(out, "global_allocator: lock {lock} made no progress in {DEADLINE:?}: a lost wake-up? aborting\n");
+            let len = out.position() as usize;
+            let _ = std::io::stderr().write_all(&buf[..len]);
+            std::process::abort();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_lock_guarding_the_global_allocator_takes_its_first_slow_path_inside_an_allocation() {
+    static READY: AtomicBool = AtomicBool::new(false);
+    static DONE: AtomicBool = AtomicBool::new(false);
+    // Spawned, and run until it stops allocating, while the allocator takes no lock.
+    std::thread::spawn(|| watchdog(&READY, &DONE));
+    while !READY.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
     for i in 0..LOCKS {
         LOCK.store(i, Ordering::Release);
         static HELD: AtomicBool = AtomicBool::new(false);
@@ -98,4 +136,5 @@ fn a_lock_guarding_the_global_allocator_takes_its_first_slow_path_inside_an_allo
         assert_eq!(allocating.join().expect("the allocating thread ran to the end"), 499_500, "lock {i}");
     }
     LOCK.store(usize::MAX, Ordering::Release);
+    DONE.store(true, Ordering::Release);
 }
