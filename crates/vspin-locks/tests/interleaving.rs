@@ -572,6 +572,40 @@ fn pv_preemptable_ticket_loses_no_wakeup_across_the_wrap() {
     assert_wrapped(&runs);
 }
 
+/// Between unlocks, a PV preemptable waiter that is halted and not yet kicked must have the
+/// slow-path bit (bit `2·BITS + 1`) set, or no unlock will kick it: a waiter joins the waiting
+/// mask before it sets the bit, and an unlock clears the bit before it scans the mask, so a
+/// waiter whose bit an unlock clears is kicked by that unlock.
+fn halted_waiters_have_the_slow_path_bit<const BITS: u32>(word: u64, halted: &[bool]) {
+    let slowpath = 1u64 << (2 * BITS + 1);
+    assert!(
+        word & slowpath != 0 || !halted.contains(&true),
+        "CPUs {halted:?} halted with the slow-path bit clear in {word:#x}: no unlock will kick them"
+    );
+}
+
+/// Waiters that time out at once and halt after one failed attempt at `locked` put several
+/// CPUs in `wait` around every unlock. An unlock that kicked the waiting mask before clearing
+/// the slow-path bit would miss a waiter that joins the mask after the scan and halts, and then
+/// clear the bit that waiter set, leaving it halted with no kick to come (the mutation audit's
+/// finding; with the default thresholds all CPUs are rarely halted at once, so the lost-wake-up
+/// check alone did not see it).
+#[test]
+fn pv_preemptable_ticket_unlock_leaves_no_halted_waiter_unkicked_and_unflagged() {
+    let mut halts = 0;
+    for seed in 1..=8 {
+        let wide = |mem: &mut NearWrap| PvPreemptableTicketLock::<Cpu>::new(mem).with_halt_after(0).with_timeout_unit(1);
+        let narrow = |mem: &mut NearWrap| PvPreemptableTicketLock::<Cpu, 8>::new(mem).with_halt_after(0).with_timeout_unit(1);
+        let o = run_with(4, 40, WRAP16, seed, true, wide, Extras { quiet_check: Some(halted_waiters_have_the_slow_path_bit::<16>), ..Extras::default() });
+        assert_preemptable_at_rest::<16>(&o);
+        halts += o.halts;
+        let o = run_with(4, 40, WRAP8, seed, true, narrow, Extras { quiet_check: Some(halted_waiters_have_the_slow_path_bit::<8>), ..Extras::default() });
+        assert_preemptable_at_rest::<8>(&o);
+        halts += o.halts;
+    }
+    assert!(halts > 0, "no waiter ever halted: the slow path was not exercised");
+}
+
 #[test]
 fn oticket_and_its_variants_are_fifo_across_the_wrap_and_lose_no_wakeup() {
     for seed in 1..=8 {
