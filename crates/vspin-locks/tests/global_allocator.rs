@@ -97,7 +97,7 @@ fn watchdog(ready: &AtomicBool, done: &AtomicBool) {
             let lock = LOCK.swap(usize::MAX, Ordering::AcqRel);
             let mut buf = [0u8; 160];
             let mut out = std::io::Cursor::new(&mut buf[..]);
-            let _ = write!(out, "global_allocator: lock {lock} made no progress in {DEADLINE:?}: a lost wake-up? aborting\n");
+            let _ = writeln!(out, "global_allocator: lock {lock} made no progress in {DEADLINE:?}: a lost wake-up? aborting");
             let len = out.position() as usize;
             let _ = std::io::stderr().write_all(&buf[..len]);
             std::process::abort();
