@@ -115,7 +115,9 @@ fn model_on<L: RawSpinLock<Native> + Send + Sync + 'static>(setup: Setup, thread
 /// minutes. The PV locks halt after one PAUSE here, and a halted thread is not scheduled. The
 /// yielding TAS lock's waiters alternate one-PAUSE spins with yields, and with one preemption its
 /// three-thread model exceeds loom's branch limit: it is explored with none (every thread switch
-/// at a yield or a blocking point).
+/// at a yield or a blocking point). The 6.8 PV qspinlock's three threads get three preemptions
+/// (~15 s): that is what it takes to reach the store-buffering outcome of its queue node's halt
+/// against `pv_kick_node`, which loom found there without the `smp_mb` after the node's swap.
 macro_rules! models {
     ($($name:ident: $lock:ty, $three_thread_preemptions:expr;)*) => {$(
         mod $name {
@@ -146,7 +148,7 @@ models! {
     preemptable_ticket: PreemptableTicketLock<Native>, 1;
     pv_preemptable_ticket: PvPreemptableTicketLock<Native>, 2;
     qspinlock: QueuedSpinLock<Native>, 1;
-    pv_qspinlock: PvQueuedSpinLock<Native>, 2;
+    pv_qspinlock: PvQueuedSpinLock<Native>, 3;
     pv_qspinlock_v42: PvQueuedSpinLockV42<Native>, 2;
 }
 
