@@ -731,6 +731,19 @@ mod tests {
     }
 
     #[test]
+    fn a_tick_that_finds_a_boosted_vcpu_running_ends_its_boost() {
+        // `csched_vcpu_acct`: "If this VCPU's priority was boosted when it last awoke, reset it.
+        // If the VCPU is found here, then it's consuming a non-negligible amount of CPU".
+        let mut s = xen("patched", 2);
+        queue(&mut s, Priority::Boost, &[Priority::Under]);
+        s.vcpus[0].credit.start_time = 0;
+        s.now = 1_000_000;
+        s.credit1_tick(0);
+        assert_eq!(s.vcpus[0].credit.pri, Priority::Under);
+        assert_eq!(s.vcpus[1].credit.pri, Priority::Under, "a queued vCPU keeps its priority");
+    }
+
+    #[test]
     fn accounting_shares_the_host_credits_among_earning_vcpus_and_sets_priorities() {
         let mut s = xen("patched", 2);
         for v in 0..2 {
