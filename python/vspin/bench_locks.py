@@ -28,6 +28,11 @@ def lock_names() -> list[str]:
     return list(_core.bench_lock_names())
 
 
+def default_threads() -> list[int]:
+    """The thread counts measured unless ``threads`` names them: 1, cores, 2x, 4x and 8x cores."""
+    return list(_core.bench_default_threads())
+
+
 #: The longest critical section or think time: a second of busy loop per acquisition is already
 #: far from any spinlock's use.
 MAX_LOOP_NS = 1_000_000_000

@@ -35,7 +35,7 @@ import sys
 from itertools import combinations
 
 from vspin import _core
-from vspin.bench_locks import PINS, BenchConfigError, bench_locks, lock_names, quota_line
+from vspin.bench_locks import PINS, BenchConfigError, bench_locks, default_threads, lock_names, quota_line
 from vspin.experiments.pticket import BACKGROUND as PTICKET_HOST_BACKGROUND
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
@@ -367,8 +367,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         raise ValidationError(f"--warmup: must be a finite number >= 0, got {warmup_s}")
     # The benchmark's default counts go to 8x the cores (`vspin bench-locks`); the prediction
     # simulates each count as one VM's vCPUs. Say so now, not after the benchmark.
-    cores = len(os.sched_getaffinity(0))
-    counts = threads if threads is not None else sorted({1, cores, 2 * cores, 4 * cores, 8 * cores})
+    counts = threads if threads is not None else default_threads()
     if not counts or min(counts) < 1 or max(counts) > MAX_PREDICTED_THREADS:
         given = "--threads" if threads is not None else "the default --threads (up to 8x this machine's cores)"
         hint = "" if threads is not None else "; give --threads"
@@ -411,9 +410,10 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                 kept.setdefault(point, {}).setdefault(key, []).append(row.get(field))
     # A cost table is a snapshot: measured again after the benchmark, a cost that moved tells that
     # the machine changed under it (a virtual machine's vCPUs moved by its host, other load).
+    costs_after = None
     if measure_now:
         _progress("measuring this machine's costs again")
-    costs_after = measure_host_costs() if measure_now else None
+        costs_after = measure_host_costs()
 
     report = {
         "machine": runs[0]["machine"],

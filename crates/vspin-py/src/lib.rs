@@ -74,6 +74,12 @@ fn bench_lock_names() -> Vec<&'static str> {
     vspin_bench::LOCKS.to_vec()
 }
 
+/// The thread counts `bench_locks_json` measures unless its configuration names them.
+#[pyfunction]
+fn bench_default_threads() -> Vec<usize> {
+    vspin_bench::Config::default().threads
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_json, m)?)?;
@@ -82,6 +88,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json_with_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(bench_locks_json, m)?)?;
     m.add_function(wrap_pyfunction!(bench_lock_names, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_default_threads, m)?)?;
     m.add_function(wrap_pyfunction!(host_costs_json, m)?)?;
     m.add("InvariantError", m.py().get_type::<InvariantError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
