@@ -30,7 +30,7 @@ pub(crate) struct Recorder {
     /// What `slice_remaining` reads.
     pub(crate) slice: Option<Nanos>,
     clock: Cell<Nanos>,
-    pub(crate) log: RefCell<Vec<Call>>,
+    log: RefCell<Vec<Call>>,
 }
 
 impl Recorder {
