@@ -242,6 +242,21 @@ mod tests {
     }
 
     #[test]
+    fn a_round_whose_epochs_tie_moves_the_desired_window_only_to_a_strictly_better_one() {
+        // Ties keep the earlier epoch, Td first (this module's reading of Algorithm 1): a tie is
+        // no evidence that another window is less inefficient.
+        let mut a = Aple::new(ApleConfig::default());
+        for inefficiency in [0.10, 0.10, 0.10] {
+            a.epoch_ended(inefficiency);
+        }
+        assert_eq!(a.window(), 8192, "three equal epochs keep Td");
+        for inefficiency in [0.20, 0.10, 0.10] {
+            a.epoch_ended(inefficiency);
+        }
+        assert_eq!(a.window(), 9216, "Td + δ and Td − δ tie: the earlier, Td + δ");
+    }
+
+    #[test]
     fn an_epoch_charges_each_exit_its_window_and_its_handling_against_the_vms_cpu_time() {
         let cfg = PleConfig { aple: Some(ApleConfig { epoch_exits: 2, ..ApleConfig::default() }), ..PleConfig::default() };
         let mut e = PleEpochs::new(&cfg, false);
