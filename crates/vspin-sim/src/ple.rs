@@ -270,6 +270,39 @@ mod tests {
         assert_eq!((e.epochs, e.exits_total, e.window_cycles_sum), (2, 4, 20480));
     }
 
+    /// vCPU 0 of a 2-vCPU VM spins alone on pCPU 0, at the end of its PLE window; vCPU 1 waits
+    /// for pCPU 1, its window at `window`.
+    fn spinner_at_its_window_and_a_waiter(hypervisor: &str, window: u64) -> crate::simulation::Sim {
+        use crate::simulation::test_host::{host, running};
+        use crate::vcpu::{Act, HostState};
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host(hypervisor, false, vm);
+        let spin = Act::Spin { word: crate::memory::SimWord(0), until: vspin_locks::Until::eq(0), pauses_left: 1 << 20, stale: false };
+        running(&mut s, 0, 0, spin);
+        let vc = &mut s.vcpus[0];
+        (vc.active, vc.seg_start, vc.ple_spun_ns) = (true, s.now, vc.ple_window_ns);
+        let unit = s.costs.ple_unit;
+        let vc = &mut s.vcpus[1];
+        (vc.pcpu, vc.host, vc.act, vc.preempted) = (1, HostState::Runnable, Act::Ready, true);
+        vc.set_ple_window(window, unit);
+        s.pcpus[1].curr = None;
+        s.pcpus[1].queued.push(1);
+        s
+    }
+
+    #[test]
+    fn stock_kvm_grows_the_window_at_a_ple_exit_and_resets_it_when_the_vcpu_is_scheduled_in() {
+        // handle_pause → grow_ple_window; kvm_sched_in → vmx_sched_in → shrink_ple_window, which
+        // with ple_window_shrink = 0 is the base window (kernel-mechanisms.md §4.3).
+        let mut s = spinner_at_its_window_and_a_waiter("", 16384);
+        s.spin_check(0);
+        assert_eq!(s.vcpus[0].counters.ple_exits, 1);
+        assert_eq!(s.vcpus[0].ple_window, 8192, "grown at the exit");
+        s.schedule(1);
+        assert_eq!(s.pcpus[1].curr, Some(1));
+        assert_eq!(s.vcpus[1].ple_window, 4096, "reset as it is scheduled in");
+    }
+
     #[test]
     fn fixed_never_changes() {
         let cfg = PleConfig { policy: PlePolicy::Fixed, ..PleConfig::default() };
