@@ -304,6 +304,19 @@ mod tests {
     }
 
     #[test]
+    fn aples_window_reaches_a_vcpu_at_its_next_switch_in_and_at_its_ple_exit() {
+        // One window for the whole VM (the seed, §3.1): a vCPU that did not exit takes the
+        // VM's current one at its next VM entry after a switch-in, as KVM writes `PLE_WINDOW`.
+        let mut s = spinner_at_its_window_and_a_waiter("ple = { policy = \"aple\" }", 8192);
+        s.vms[0].aple.as_mut().expect("APLE").epoch_ended(0.1);
+        assert_eq!(s.vms[0].aple.as_ref().map(|a| a.window()), Some(9216), "the round's second epoch tries Td + δ");
+        s.schedule(1);
+        assert_eq!(s.vcpus[1].ple_window, 9216, "switched in");
+        s.spin_check(0);
+        assert_eq!(s.vcpus[0].ple_window, 9216, "after its PLE exit: the VM's window, not grown");
+    }
+
+    #[test]
     fn fixed_never_changes() {
         let cfg = PleConfig { policy: PlePolicy::Fixed, ..PleConfig::default() };
         assert_eq!(grow(&cfg, 4096), 4096);
