@@ -362,6 +362,35 @@ mod tests {
         assert!(!s.polling(thread) && s.vcpus[thread as usize].host == HostState::Blocked);
     }
 
+    /// vCPU 0 of a 2-vCPU PV-ticket VM alone on pCPU 0 at the end of its HLT exit, halted for
+    /// `reason`; halt polling off.
+    fn at_the_end_of_a_hlt_exit(reason: HaltReason) -> crate::simulation::Sim {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 0 }", false, vm);
+        halting_alone(&mut s, 0, 0);
+        s.vcpus[0].act = Act::Halted(reason);
+        s
+    }
+
+    #[test]
+    fn a_vcpu_halted_for_a_lock_is_woken_by_its_next_guest_tick_without_a_kick() {
+        // The PV lock slow path halts with `safe_halt` (interrupts on, kernel-mechanisms.md
+        // §1.4): the guest's own timer tick ends the halt even if no kick comes.
+        let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked);
+        let tick = s.vms[0].guest_tick_ns;
+        let timer = std::iter::from_fn(|| s.q.pop()).find_map(|(at, e)| match e {
+            crate::engine::Event::GuestTimer { vcpu: 0, gen } => Some((at, gen)),
+            _ => None,
+        });
+        let (at, gen) = timer.expect("a guest timer is armed");
+        assert!(at > s.now && at <= s.now + tick, "the next tick: {at}");
+        s.now = at;
+        s.guest_timer(0, gen);
+        assert_ne!(s.vcpus[0].host, HostState::Blocked, "woken by its tick");
+    }
+
     /// The poll `vcpu->halt_poll_ns` becomes after a halt of `halted` ns that began with `poll`.
     fn poll_after(poll: u64, halted: u64) -> u64 {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
