@@ -252,6 +252,25 @@ mod tests {
     }
 
     #[test]
+    fn hvs_ranks_only_preempted_vcpus_not_one_woken_from_a_halt() {
+        // HVS ranks the vCPUs 3.19 marks `vcpu->preempted` (descheduled while runnable); one
+        // woken from HLT that has not run yet was never preempted (the seed, §3.2: resource- and
+        // lock-waiters are both preempted vCPUs).
+        use HvsList::ResourceWaiter as R;
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = \"none\"\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = crate::simulation::test_host::host("", false, vm);
+        s.now = 1_000;
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        for (v, preempted, since) in [(1, false, 20), (2, true, 10)] {
+            let vc = &mut s.vcpus[v as usize];
+            (vc.pcpu, vc.host, vc.preempted, vc.woken, vc.hvs_list, vc.state_since) = (0, HostState::Runnable, preempted, !preempted, R, since);
+            s.pcpus[0].queued.push(v);
+        }
+        assert!(s.hvs_on_spin(0, DirectedYieldKind::Hvs));
+        assert_eq!((s.vcpus[1].hvs_boosted, s.vcpus[2].hvs_boosted), (false, true), "the preempted one, though the woken one is newer");
+    }
+
+    #[test]
     fn a_vcpu_hvs_boosted_joins_the_yielded_list_when_preempted_and_a_spinner_the_lock_waiters() {
         let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
         crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
