@@ -271,6 +271,15 @@ mod tests {
     }
 
     #[test]
+    fn hvs_gives_up_after_three_esrch_as_kvm_3_18_does() {
+        // What ends HVS's search is 3.18's (`try = 3`, `kvm_vcpu_on_spin`): the seed leaves it
+        // open, and HVS replaces only the order of the candidates.
+        let mut s = three_esrch_then_a_target();
+        assert!(!s.hvs_on_spin(0, DirectedYieldKind::Hvs));
+        assert!(!s.vcpus[4].hvs_boosted, "the fourth candidate is never tried");
+    }
+
+    #[test]
     fn a_vcpu_hvs_boosted_joins_the_yielded_list_when_preempted_and_a_spinner_the_lock_waiters() {
         let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
         crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
