@@ -280,6 +280,18 @@ mod tests {
     }
 
     #[test]
+    fn a_spinner_preempted_inside_its_ple_exit_handler_is_a_resource_waiter() {
+        // The seed's lock-waiters were descheduled by their own PLE exit (§3.2); one the host
+        // preempts before its handler yields was preempted at its slice's end.
+        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
+        crate::simulation::test_host::running(&mut s, 1, 1, Act::Ready);
+        s.vcpus[1].in_spin_loop = true;
+        s.vcpus[1].host_work = Some(crate::vcpu::HostWork { remaining: 100, after: crate::vcpu::After::PleDone { yielded: false } });
+        s.stop_running(1);
+        assert_eq!(s.vcpus[1].hvs_list, HvsList::ResourceWaiter);
+    }
+
+    #[test]
     fn a_vcpu_hvs_boosted_joins_the_yielded_list_when_preempted_and_a_spinner_the_lock_waiters() {
         let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
         crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
