@@ -307,6 +307,20 @@ mod tests {
         assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "not boosted since it last ran");
     }
 
+    #[test]
+    fn a_boosted_vcpu_that_blocks_loses_its_mark() {
+        // The seed's yielded list (§3.3) is for a boosted vCPU preempted soon after the boost,
+        // for its large vruntime; one that left its pCPU by blocking has ended that run.
+        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        s.vcpus[0].hvs_boosted = true;
+        s.put_to_sleep(0);
+        s.vcpus[0].host = HostState::Runnable;
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        s.stop_running(0);
+        assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "woken, run and preempted at its slice's end");
+    }
+
     /// vCPU 0 of a 6-vCPU VM runs alone on pCPU 0; vCPUs 1-3, preempted, wait each alone on a
     /// pCPU of its own (so `yield_to` them is `-ESRCH`: both run queues hold one task); vCPU 4,
     /// preempted, waits on pCPU 4 behind vCPU 5. The scan starts after vCPU 0.
