@@ -207,6 +207,18 @@ mod tests {
     }
 
     #[test]
+    fn stock_kvm_3_18s_window_stops_growing_near_int_max_over_2() {
+        // vmx.c 3.18: ple_window_max = INT_MAX / ple_window_grow; its grow clamps to about
+        // INT_MAX / 4 before doubling, so it settles at 1073741822 (kernel-mechanisms.md §4.2).
+        let cfg = PleConfig::default();
+        let mut w = 4096;
+        for _ in 0..20 {
+            w = grow(&cfg, w);
+        }
+        assert!((1_073_741_822..=1_073_741_823).contains(&w), "{w}");
+    }
+
+    #[test]
     fn grow_is_additive_for_large_modifiers_and_clamped() {
         let cfg = PleConfig { grow: 5000, max_cycles: 12000, ..PleConfig::default() };
         assert_eq!(grow(&cfg, 4096), 9096);
