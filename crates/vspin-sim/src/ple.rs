@@ -329,6 +329,20 @@ mod tests {
     }
 
     #[test]
+    fn an_epochs_cpu_time_counts_the_running_vcpus_time_so_far() {
+        // The seed's inefficiency divides by "the total CPU time allocated to the VM" in the
+        // epoch (§3.1.3), which includes the slices still running.
+        let aple = "ple = { policy = \"aple\", aple = { epoch_exits = 1 } }";
+        let mut s = spinner_at_its_window_and_a_waiter(aple, 8192);
+        s.now = 1_000_000;
+        (s.vcpus[0].se.exec_start, s.vcpus[0].seg_start) = (0, s.now);
+        s.spin_check(0);
+        let e = &s.vms[0].ple_epochs;
+        assert_eq!(e.epochs, 1);
+        assert!(e.inefficiency_sum > 0.0 && e.inefficiency_sum < 0.01, "a 3.4 µs window and its exit in 1 ms: {}", e.inefficiency_sum);
+    }
+
+    #[test]
     fn fixed_never_changes() {
         let cfg = PleConfig { policy: PlePolicy::Fixed, ..PleConfig::default() };
         assert_eq!(grow(&cfg, 4096), 4096);
