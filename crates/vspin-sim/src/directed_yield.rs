@@ -321,6 +321,17 @@ mod tests {
         assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "woken, run and preempted at its slice's end");
     }
 
+    #[test]
+    fn a_boosted_vcpu_that_yields_from_its_own_ple_exit_is_a_lock_waiter() {
+        // Lock-waiters are the vCPUs descheduled for excessive spinning (the seed, §3.2); the
+        // yielded list is for a boosted vCPU the host preempts soon after the boost (§3.3).
+        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
+        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        (s.vcpus[0].hvs_boosted, s.vcpus[0].in_spin_loop) = (true, true);
+        s.stop_running(0);
+        assert_eq!(s.vcpus[0].hvs_list, HvsList::LockWaiter);
+    }
+
     /// vCPU 0 of a 6-vCPU VM runs alone on pCPU 0; vCPUs 1-3, preempted, wait each alone on a
     /// pCPU of its own (so `yield_to` them is `-ESRCH`: both run queues hold one task); vCPU 4,
     /// preempted, waits on pCPU 4 behind vCPU 5. The scan starts after vCPU 0.
