@@ -228,6 +228,17 @@ mod tests {
     }
 
     #[test]
+    fn kvms_pv_flush_sends_no_ipi_to_a_vcpu_idle_since_its_vm_finished() {
+        // native_flush_tlb_multi skips CPUs in lazy TLB mode (`tlb_is_not_lazy`), as a CPU in
+        // the idle loop is, whether or not its work will ever resume.
+        let mut s = guest("ple = { policy = \"off\" }", "kvm-pv");
+        let vc = &mut s.vcpus[1];
+        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Finished), 1);
+        assert!(s.shootdown(0, 1, 1), "no IPI, no exit: the flush is done");
+        assert_eq!(s.vcpus[1].host, HostState::Blocked, "not woken");
+    }
+
+    #[test]
     fn a_xen_pv_flush_waits_for_no_vcpu_and_pays_a_host_ipi_per_pcpu_holding_a_target() {
         let mut s = guest("scheduler = \"credit1\"\nple = { policy = \"off\" }", "xen-pv");
         // 1 halted on pCPU 1, which went idle after it (lazy: its state stays loaded there); 2
