@@ -978,4 +978,17 @@ mod tests {
         s.credit_accounting();
         assert!((0..3).all(|v| s.vcpus[v].pcpu == 0 && s.vcpus[v].counters.migrations == 0));
     }
+
+    #[test]
+    fn the_first_tick_after_an_accounting_moves_under_vcpus_ahead_of_over_ones_in_order() {
+        // `csched_runq_sort`, once per accounting (`prv->runq_sort`): a stable partition, UNDER
+        // and BOOST ahead of OVER; so a patched yield's inversion lasts until the next accounting.
+        let mut s = xen("patched", 5);
+        queue(&mut s, Priority::Under, &[Priority::Over, Priority::Under, Priority::Over, Priority::Boost]);
+        s.credit1_tick(0);
+        assert_eq!(s.pcpus[0].queued, vec![1, 2, 3, 4], "no accounting since the last sort");
+        s.credit1_mut().runq_sort += 1;
+        s.credit1_tick(0);
+        assert_eq!(s.pcpus[0].queued, vec![2, 4, 1, 3]);
+    }
 }
