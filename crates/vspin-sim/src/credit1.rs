@@ -991,4 +991,23 @@ mod tests {
         s.credit1_tick(0);
         assert_eq!(s.pcpus[0].queued, vec![2, 4, 1, 3]);
     }
+
+    #[test]
+    fn a_wake_preempts_only_a_vcpu_of_strictly_lower_priority() {
+        // `csched_vcpu_wake` BOOSTs only an UNDER vCPU; `__runq_tickle` preempts the current one
+        // only if `new->pri > cur->pri`.
+        let mut s = xen("patched", 2);
+        queue(&mut s, Priority::Over, &[]);
+        s.vcpus[1].credit.pri = Priority::Over;
+        s.vcpus[1].host = HostState::Runnable;
+        s.credit1_wake(1);
+        assert_eq!(s.vcpus[1].credit.pri, Priority::Over, "an OVER vCPU wakes OVER");
+        assert_eq!((s.pcpus[0].curr, s.pcpus[0].queued.clone()), (Some(0), vec![1]), "and does not preempt its equal");
+        let mut s = xen("patched", 2);
+        queue(&mut s, Priority::Boost, &[]);
+        s.vcpus[1].host = HostState::Runnable;
+        s.credit1_wake(1);
+        assert_eq!(s.vcpus[1].credit.pri, Priority::Boost);
+        assert_eq!((s.pcpus[0].curr, s.pcpus[0].queued.clone()), (Some(0), vec![1]), "BOOST does not preempt BOOST");
+    }
 }
