@@ -1010,4 +1010,18 @@ mod tests {
         assert_eq!(s.vcpus[1].credit.pri, Priority::Boost);
         assert_eq!((s.pcpus[0].curr, s.pcpus[0].queued.clone()), (Some(0), vec![1]), "BOOST does not preempt BOOST");
     }
+
+    #[test]
+    fn a_wake_on_a_busy_pcpu_tells_an_idle_pcpu_which_then_steals() {
+        // `__runq_tickle` (Xen 4.1): with the waker's pCPU busy, one idle pCPU is told to
+        // reschedule (`opt_tickle_one_idle`), and its `csched_load_balance` steals queued work.
+        let mut s = two_vms([2, 1]);
+        s.pcpus[0].curr = Some(0);
+        (s.vcpus[0].pcpu, s.vcpus[0].host) = (0, HostState::Running);
+        (s.vcpus[1].pcpu, s.vcpus[1].host) = (0, HostState::Runnable);
+        s.pcpus[1].curr = None;
+        s.credit1_wake(1);
+        assert_eq!(s.pcpus[0].curr, Some(1), "BOOST preempts UNDER");
+        assert_eq!((s.pcpus[1].curr, s.vcpus[0].pcpu), (Some(0), 1), "the idle pCPU steals the preempted vCPU");
+    }
 }
