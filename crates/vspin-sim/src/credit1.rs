@@ -1024,4 +1024,19 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1), "BOOST preempts UNDER");
         assert_eq!((s.pcpus[1].curr, s.vcpus[0].pcpu), (Some(0), 1), "the idle pCPU steals the preempted vCPU");
     }
+
+    #[test]
+    fn accounting_makes_only_a_negative_balance_over_and_clamps_it_at_one_slice() {
+        // `csched_acct`: `credit < 0` is OVER, else UNDER; "Lower bound on credits": below
+        // -credits_per_tslice, set to it.
+        let mut s = xen("patched", 2);
+        for v in 0..2 {
+            s.start_earning(v);
+        }
+        (s.vcpus[0].credit.credit, s.vcpus[1].credit.credit) = (-900, -300);
+        s.vcpus[1].credit.pri = Priority::Over;
+        s.credit_accounting();
+        assert_eq!((s.vcpus[0].credit.credit, s.vcpus[0].credit.pri), (-300, Priority::Over), "-900 + 300 is clamped");
+        assert_eq!((s.vcpus[1].credit.credit, s.vcpus[1].credit.pri), (0, Priority::Under), "no debt left");
+    }
 }
