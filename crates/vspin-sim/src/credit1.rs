@@ -1039,4 +1039,20 @@ mod tests {
         assert_eq!((s.vcpus[0].credit.credit, s.vcpus[0].credit.pri), (-300, Priority::Over), "-900 + 300 is clamped");
         assert_eq!((s.vcpus[1].credit.credit, s.vcpus[1].credit.pri), (0, Priority::Under), "no debt left");
     }
+
+    #[test]
+    fn a_host_wide_debt_is_paid_back_at_the_next_accounting() {
+        // `csched_acct`: "Converge balance towards 0 when it drops negative": the negative
+        // balance is added to the credits shared out, and to each domain's peak.
+        let mut s = xen("patched", 2);
+        for v in 0..2 {
+            s.start_earning(v);
+            s.vcpus[v as usize].credit.credit = -600;
+        }
+        s.credit_accounting();
+        assert_eq!((s.vcpus[0].credit.credit, s.vcpus[1].credit.credit), (-300, -300));
+        s.credit_accounting();
+        // 600 credits and the balance of -600: 600 each.
+        assert_eq!((s.vcpus[0].credit.credit, s.vcpus[1].credit.credit), (300, 300));
+    }
 }
