@@ -1055,4 +1055,18 @@ mod tests {
         // 600 credits and the balance of -600: 600 each.
         assert_eq!((s.vcpus[0].credit.credit, s.vcpus[1].credit.credit), (300, 300));
     }
+
+    #[test]
+    fn the_rate_limit_ends_once_the_vcpu_has_run_that_long() {
+        // Xen 4.2-4.7 `csched_schedule` keeps the current vCPU while `runtime < ratelimit`.
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { yield = \"patched\", ratelimit_us = 1000 }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        queue(&mut s, Priority::Under, &[Priority::Over]);
+        s.pcpus[0].credit.running_since = 0;
+        s.now = 1_000_000;
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(1), "ran the whole 1 ms: the yielder goes behind the OVER vCPU");
+    }
 }
