@@ -1069,4 +1069,11 @@ mod tests {
         s.credit1_schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(1), "ran the whole 1 ms: the yielder goes behind the OVER vCPU");
     }
+
+    #[test]
+    fn a_slice_under_three_ms_has_one_tick() {
+        // `__csched_set_tslice`: three ticks per slice, one if `tslice_ms < CSCHED_TICKS_PER_TSLICE`.
+        let tick = |tslice_ms| super::Credit1::new(&crate::scenario::Credit1Config { tslice_ms, ..Default::default() }).tick_ns;
+        assert_eq!([tick(30), tick(3), tick(2), tick(1)], [10_000_000, 1_000_000, 2_000_000, 1_000_000]);
+    }
 }
