@@ -1076,4 +1076,35 @@ mod tests {
         let tick = |tslice_ms| super::Credit1::new(&crate::scenario::Credit1Config { tslice_ms, ..Default::default() }).tick_ns;
         assert_eq!([tick(30), tick(3), tick(2), tick(1)], [10_000_000, 1_000_000, 2_000_000, 1_000_000]);
     }
+
+    /// One VM of `vcpus` vCPUs pinned to pCPU 0 of `test_host` under credit1 with LAS and the
+    /// given further `credit1` settings.
+    fn las(vcpus: u32, credit1: &str) -> crate::simulation::Sim {
+        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ las = true{credit1} }}\n");
+        let pins = vec!["0"; vcpus as usize].join(", ");
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"las-tas\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        host(&hv, false, &vm)
+    }
+
+    #[test]
+    fn a_las_yield_that_keeps_the_pcpu_is_not_repaid_later() {
+        // The LAS seed repays the time of a guest that "has yielded CPU"; one picked again at
+        // once (alone on its pCPU) gave nothing up.
+        let mut s = las(2, "");
+        queue(&mut s, Priority::Under, &[]);
+        s.arm_slice_end(0, 30_000_000);
+        s.now = 20_000_000;
+        s.vcpus[0].credit.start_time = s.now as i64;
+        s.las_note_yield(0);
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0), "alone: runs again");
+        // vCPU 1 is queued meanwhile, and the next slice ends: vCPU 0 goes behind its equal.
+        (s.vcpus[1].credit.pri, s.vcpus[1].host) = (Priority::Under, HostState::Runnable);
+        s.pcpus[0].queued.push(1);
+        s.now = 50_000_000;
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(1));
+        assert_eq!(s.vcpus[0].credit.credit, -300, "charged its 30 ms, repaid nothing");
+    }
 }
