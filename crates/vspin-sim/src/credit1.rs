@@ -1107,4 +1107,34 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1));
         assert_eq!(s.vcpus[0].credit.credit, -300, "charged its 30 ms, repaid nothing");
     }
+
+    #[test]
+    fn a_yield_the_rate_limit_held_back_lapses_when_the_vcpu_blocks() {
+        // Xen 4.2-4.7: the yield flag waits for the next `schedule()`, which a block is
+        // (`csched_schedule` clears it, and the blocked vCPU is not re-inserted); LAS's repayment
+        // is for a yield that gives the pCPU away, so it lapses too.
+        let mut s = las(3, ", yield = \"patched\", ratelimit_us = 1000");
+        queue(&mut s, Priority::Under, &[Priority::Under, Priority::Over]);
+        s.vcpus[0].credit.start_time = 0;
+        s.pcpus[0].credit.running_since = 0;
+        s.arm_slice_end(0, 30_000_000);
+        s.now = 500_000;
+        s.las_note_yield(0);
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0), "ran 0.5 ms of a 1 ms rate limit: keeps the pCPU");
+        s.block(0);
+        assert_eq!(s.pcpus[0].curr, Some(1));
+        s.vcpus[1].active = false;
+        s.now = 2_000_000;
+        s.wake(0);
+        assert_eq!(s.pcpus[0].curr, Some(0), "woken BOOST, it preempts, not behind the OVER vCPU 2 as a yielder");
+        s.vcpus[0].active = false;
+        s.now = 10_000_000;
+        s.credit1_tick(0);
+        s.now = 12_000_000;
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(1), "its BOOST over, behind its equal");
+        assert_eq!(s.vcpus[0].credit.credit, -105, "charged 0.5 + 10 ms, repaid nothing");
+    }
 }
