@@ -1137,4 +1137,20 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1), "its BOOST over, behind its equal");
         assert_eq!(s.vcpus[0].credit.credit, -105, "charged 0.5 + 10 ms, repaid nothing");
     }
+
+    #[test]
+    fn a_las_repayment_stops_at_a_slice_worth_of_credit() {
+        // `csched_acct` stops an earning vCPU above `credits_per_tslice` anyway (module docs).
+        let mut s = las(2, "");
+        queue(&mut s, Priority::Under, &[Priority::Under]);
+        s.arm_slice_end(0, 30_000_000);
+        s.now = 20_000_000;
+        s.vcpus[0].credit.start_time = s.now as i64;
+        s.vcpus[0].credit.credit = 250;
+        s.las_note_yield(0);
+        s.credit1_yield(0);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(1));
+        assert_eq!(s.vcpus[0].credit.credit, 300, "250 + 100 owed, capped at 300");
+    }
 }
