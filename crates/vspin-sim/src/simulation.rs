@@ -1190,4 +1190,26 @@ mod tests {
         assert_eq!(stall_exceeding(u64::MAX >> 1, 0.1), u64::MAX, "2^63 cycles at 0.1 GHz outlast u64 ns");
     }
 
+    #[test]
+    fn a_las_guests_yield_hypercall_earns_back_the_slice_it_gives_up() {
+        // LAS seed: when the guest "has yielded CPU ... additional CPU time will be allotted to
+        // the related VCPU during the following scheduling".
+        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { las = true }\n";
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"las-tas\"\nworkload = { preset = \"cpu-hog\" }\n";
+        let mut s = host(hv, false, vm);
+        for v in 0..2 {
+            s.vcpus[v].host = HostState::Runnable;
+            s.pcpus[0].queued.push(v as u32);
+        }
+        s.schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0));
+        s.vcpus[0].active = false;
+        s.now = 10_000_000;
+        s.handle(0, Req::Yield);
+        let hw = s.vcpus[0].host_work.take().unwrap();
+        s.after_host_work(0, hw.after);
+        assert_eq!(s.pcpus[0].curr, Some(1), "behind its equal");
+        assert_eq!(s.vcpus[0].credit.credit, -100 + 200, "ran 10 ms, gave up 20");
+    }
+
 }
