@@ -109,6 +109,8 @@ impl Sim {
         let timer = match reason {
             HaltReason::LockWait => {
                 let period = self.vms[vc.vm as usize].guest_tick_ns;
+                // Staggered per vCPU, where Linux keeps one grid (no `skew_tick`): a known
+                // deviation, `docs/calibration.md` ("PV-lock halt is `safe_halt`").
                 let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
                 Some(((now + period - phase) / period) * period + phase)
             }
