@@ -1153,4 +1153,25 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1));
         assert_eq!(s.vcpus[0].credit.credit, 300, "250 + 100 owed, capped at 300");
     }
+
+    #[test]
+    fn a_pcpu_whose_best_is_over_steals_an_under_vcpu_at_its_schedule() {
+        // Xen's `csched_schedule`: `if ( snext->pri > CSCHED_PRI_TS_OVER ) __runq_remove(snext);
+        // else snext = csched_load_balance(...)`: an OVER best sends the pCPU looking elsewhere.
+        let mut s = two_vms([2, 2]);
+        // pCPU 0 runs vCPU 0, OVER, with nothing queued; pCPU 1 runs vCPU 2 with vCPU 3 (UNDER)
+        // queued.
+        s.pcpus[0].curr = Some(0);
+        (s.vcpus[0].pcpu, s.vcpus[0].host, s.vcpus[0].credit.pri) = (0, HostState::Running, Priority::Over);
+        s.pcpus[1].curr = Some(2);
+        (s.vcpus[2].pcpu, s.vcpus[2].host) = (1, HostState::Running);
+        (s.vcpus[3].pcpu, s.vcpus[3].host, s.vcpus[3].credit.pri) = (1, HostState::Runnable, Priority::Under);
+        s.pcpus[1].queued.push(3);
+        s.credit1_schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(3), "its own head (vCPU 0, re-queued) is OVER: it steals the UNDER vCPU");
+        assert_eq!(s.pcpus[0].queued, vec![0]);
+        assert!(s.pcpus[1].queued.is_empty());
+        assert_eq!((s.vcpus[3].pcpu, s.vcpus[3].counters.migrations), (0, 1));
+    }
+
 }
