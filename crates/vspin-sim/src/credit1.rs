@@ -1174,4 +1174,21 @@ mod tests {
         assert_eq!((s.vcpus[3].pcpu, s.vcpus[3].counters.migrations), (0, 1));
     }
 
+    #[test]
+    fn a_tick_on_a_vcpu_that_is_not_earning_makes_it_earn_at_the_next_accounting() {
+        // Xen's `csched_vcpu_acct`: "Put this VCPU and domain back on the active list if it was
+        // idling": `if ( list_empty(&svc->active_vcpu_elem) ) __csched_vcpu_acct_start(prv, svc)`.
+        let mut s = xen("patched", 1);
+        queue(&mut s, Priority::Under, &[]);
+        s.vcpus[0].credit.start_time = 0;
+        assert!(!s.vcpus[0].credit.active, "a new vCPU is not yet earning");
+        s.credit_accounting();
+        assert_eq!(s.vcpus[0].credit.credit, 0, "no vCPU earning: nothing shared");
+        s.credit1_tick(0);
+        assert!(s.vcpus[0].credit.active, "the tick found it running: it earns again");
+        assert_eq!(s.credit1().active_domains, vec![0], "and its domain is active");
+        s.credit_accounting();
+        assert_eq!(s.vcpus[0].credit.credit, 300, "a slice's worth, its domain's peak (one earning vCPU)");
+        assert_eq!(s.vcpus[0].credit.pri, Priority::Under);
+    }
 }
