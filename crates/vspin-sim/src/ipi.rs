@@ -194,6 +194,7 @@ impl Sim {
 
 #[cfg(test)]
 mod tests {
+    use crate::engine::Event;
     use crate::simulation::test_host::{host, running};
     use crate::vcpu::{Act, HaltReason, HostState};
 
@@ -251,5 +252,29 @@ mod tests {
         assert_eq!(s.mem.value(s.vcpus[0].call_function_word), 0);
         let c = &s.costs;
         assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(c.hypercall + c.ipi_send));
+    }
+
+    #[test]
+    fn a_synchronous_ipi_is_acknowledged_only_once_the_target_has_run_its_handler() {
+        // Linux's `smp_call_function_many` waits in `csd_lock_wait` until the target's
+        // `flush_smp_call_function_queue` has run the function and then `csd_unlock`s it.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        // vCPU 1 runs on pCPU 1 in guest mode; vCPU 2 is preempted there.
+        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+        let vc = &mut s.vcpus[2];
+        (vc.host, vc.preempted, vc.act, vc.pcpu) = (HostState::Runnable, true, Act::Compute { remaining: 1 }, 1);
+        assert!(!s.shootdown(0, 1, 2), "the sender waits");
+        assert_eq!(s.mem.value(s.vcpus[0].call_function_word), 2);
+        let acks: Vec<(u64, u32, u32)> = std::iter::from_fn(|| s.q.pop())
+            .filter_map(|(at, e)| match e {
+                Event::IpiAck { from, to } => Some((at, from, to)),
+                _ => None,
+            })
+            .collect();
+        let c = &s.costs;
+        let handled = s.now + c.vm_exit + c.ipi_send + c.vm_entry;
+        assert_eq!(acks, vec![(handled, 0, 1)], "the running target acknowledges after its exit, handler and entry; the preempted one not until it runs");
+        assert_eq!(s.vcpus[2].pending_ipis, vec![0]);
     }
 }
