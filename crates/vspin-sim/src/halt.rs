@@ -426,4 +426,26 @@ mod tests {
         s.halt_returns(0, HaltReason::LockWait);
         assert_eq!(s.vcpus[0].halt_poll_ns, 0, "not grown: no halt was measured");
     }
+
+    #[test]
+    fn a_kick_consumed_by_one_halt_does_not_keep_the_next_from_blocking() {
+        // KVM's `vcpu_block` clears `vcpu->arch.pv.pv_unhalted` as the vCPU leaves HLT
+        // (`KVM_MP_STATE_HALTED` → `RUNNABLE`), so `kvm_vcpu_check_block` sees no stale kick.
+        let reason = HaltReason::Idle { wake_at: 1_000_000 };
+        let mut s = at_the_end_of_a_hlt_exit(reason);
+        s.vcpus[0].pv_unhalted = true;
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Running, "kicked: re-enters at once");
+        s.now += s.costs.vm_entry;
+        s.vcpus[0].host_work = None;
+        // Woken by a kick only, not by its sleep's end: it halts again.
+        s.halt_returns(0, reason);
+        assert!(!s.vcpus[0].pv_unhalted, "leaving the halt consumed the kick");
+        assert!(s.in_hlt_exit(0), "halted again");
+        s.now += s.costs.vm_exit;
+        s.stop_segment(0);
+        s.vcpus[0].host_work = None;
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked, "no kick pending: this halt blocks");
+    }
 }
