@@ -669,12 +669,23 @@ mod tests {
     use crate::simulation::test_host::host;
     use crate::vcpu::HostState;
 
+    /// Two pCPUs (`test_host`) under credit1 with the given `credit1` settings, PLE off; one VM
+    /// of `vcpus` CPU hogs pinned to pCPU 0, taking `lock`.
+    fn credit1_host(credit1: &str, lock: &str, vcpus: u32) -> crate::simulation::Sim {
+        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ {credit1} }}\n");
+        let pins = vec!["0"; vcpus as usize].join(", ");
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"{lock}\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        host(&hv, false, &vm)
+    }
+
     /// Two pCPUs (`test_host`), `vcpus` vCPUs pinned to pCPU 0.
     fn xen(yield_: &str, vcpus: u32) -> crate::simulation::Sim {
-        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ yield = \"{yield_}\" }}\n");
-        let pins = vec!["0"; vcpus as usize].join(", ");
-        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"ticket\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
-        host(&hv, false, &vm)
+        credit1_host(&format!("yield = \"{yield_}\""), "ticket", vcpus)
+    }
+
+    /// [`xen`] with the patched yield and a rate limit of 1 ms, two vCPUs.
+    fn rate_limited() -> crate::simulation::Sim {
+        credit1_host("yield = \"patched\", ratelimit_us = 1000", "ticket", 2)
     }
 
     /// One pCPU: vCPU 0 running, the others queued in the given priorities.
@@ -819,9 +830,7 @@ mod tests {
 
     #[test]
     fn the_rate_limit_keeps_a_yielder_that_just_began_running() {
-        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { yield = \"patched\", ratelimit_us = 1000 }\n";
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
-        let mut s = host(hv, false, vm);
+        let mut s = rate_limited();
         queue(&mut s, Priority::Under, &[Priority::Over]);
         s.pcpus[0].credit.running_since = 0;
         s.now = 500_000;
@@ -1059,9 +1068,7 @@ mod tests {
     #[test]
     fn the_rate_limit_ends_once_the_vcpu_has_run_that_long() {
         // Xen 4.2-4.7 `csched_schedule` keeps the current vCPU while `runtime < ratelimit`.
-        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { yield = \"patched\", ratelimit_us = 1000 }\n";
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"ticket\"\nworkload = { preset = \"cpu-hog\" }\n";
-        let mut s = host(hv, false, vm);
+        let mut s = rate_limited();
         queue(&mut s, Priority::Under, &[Priority::Over]);
         s.pcpus[0].credit.running_since = 0;
         s.now = 1_000_000;
@@ -1077,13 +1084,10 @@ mod tests {
         assert_eq!([tick(30), tick(3), tick(2), tick(1)], [10_000_000, 1_000_000, 2_000_000, 1_000_000]);
     }
 
-    /// One VM of `vcpus` vCPUs pinned to pCPU 0 of `test_host` under credit1 with LAS and the
-    /// given further `credit1` settings.
+    /// One VM of `vcpus` `las-tas` guests pinned to pCPU 0 under credit1 with LAS and the given
+    /// further `credit1` settings.
     fn las(vcpus: u32, credit1: &str) -> crate::simulation::Sim {
-        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ las = true{credit1} }}\n");
-        let pins = vec!["0"; vcpus as usize].join(", ");
-        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"las-tas\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
-        host(&hv, false, &vm)
+        credit1_host(&format!("las = true{credit1}"), "las-tas", vcpus)
     }
 
     #[test]

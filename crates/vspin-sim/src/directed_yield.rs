@@ -201,8 +201,14 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use crate::scenario::{DirectedYieldKind, Scenario};
+    use crate::simulation::test_host::{host, running};
     use crate::simulation::Sim;
     use crate::vcpu::{Act, HostState, HvsList};
+
+    /// Two pCPUs (`test_host`) and one VM of two kernbench vCPUs taking a ticket lock.
+    fn two_vcpus() -> Sim {
+        host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n")
+    }
 
     /// A VM of two vCPUs whose vCPU 1 waits for a pCPU, doing `act`, preempted or just woken.
     fn waiting_vcpu(act: Act, held: Option<u32>, preempted: bool) -> Sim {
@@ -218,9 +224,9 @@ mod tests {
     /// ns onto `list`. Whom does `order` boost?
     fn hvs_pick(order: DirectedYieldKind, waiting: [(HvsList, u64); 3]) -> Option<u32> {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 4\npin = \"none\"\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = crate::simulation::test_host::host("", false, vm);
+        let mut s = host("", false, vm);
         s.now = 1_000;
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
         for (v, (list, since)) in (1..).zip(waiting) {
             let vc = &mut s.vcpus[v as usize];
             (vc.pcpu, vc.host, vc.preempted, vc.hvs_list, vc.state_since) = (0, HostState::Runnable, true, list, since);
@@ -258,9 +264,9 @@ mod tests {
         // lock-waiters are both preempted vCPUs).
         use HvsList::ResourceWaiter as R;
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = \"none\"\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = crate::simulation::test_host::host("", false, vm);
+        let mut s = host("", false, vm);
         s.now = 1_000;
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
         for (v, preempted, since) in [(1, false, 20), (2, true, 10)] {
             let vc = &mut s.vcpus[v as usize];
             (vc.pcpu, vc.host, vc.preempted, vc.woken, vc.hvs_list, vc.state_since) = (0, HostState::Runnable, preempted, !preempted, R, since);
@@ -283,8 +289,8 @@ mod tests {
     fn a_spinner_preempted_inside_its_ple_exit_handler_is_a_resource_waiter() {
         // The seed's lock-waiters were descheduled by their own PLE exit (§3.2); one the host
         // preempts before its handler yields was preempted at its slice's end.
-        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
-        crate::simulation::test_host::running(&mut s, 1, 1, Act::Ready);
+        let mut s = two_vcpus();
+        running(&mut s, 1, 1, Act::Ready);
         s.vcpus[1].in_spin_loop = true;
         s.vcpus[1].host_work = Some(crate::vcpu::HostWork { remaining: 100, after: crate::vcpu::After::PleDone { yielded: false } });
         s.stop_running(1);
@@ -293,16 +299,16 @@ mod tests {
 
     #[test]
     fn a_vcpu_hvs_boosted_joins_the_yielded_list_when_preempted_and_a_spinner_the_lock_waiters() {
-        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
-        crate::simulation::test_host::running(&mut s, 1, 1, Act::Ready);
+        let mut s = two_vcpus();
+        running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 1, 1, Act::Ready);
         s.vcpus[0].hvs_boosted = true;
         s.vcpus[1].in_spin_loop = true;
         s.stop_running(0);
         s.stop_running(1);
         assert_eq!((s.vcpus[0].hvs_list, s.vcpus[0].hvs_boosted), (HvsList::Yielded, false), "the mark is taken");
         assert_eq!(s.vcpus[1].hvs_list, HvsList::LockWaiter);
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
         s.stop_running(0);
         assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "not boosted since it last ran");
     }
@@ -311,12 +317,12 @@ mod tests {
     fn a_boosted_vcpu_that_blocks_loses_its_mark() {
         // The seed's yielded list (§3.3) is for a boosted vCPU preempted soon after the boost,
         // for its large vruntime; one that left its pCPU by blocking has ended that run.
-        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        let mut s = two_vcpus();
+        running(&mut s, 0, 0, Act::Ready);
         s.vcpus[0].hvs_boosted = true;
         s.put_to_sleep(0);
         s.vcpus[0].host = HostState::Runnable;
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
         s.stop_running(0);
         assert_eq!(s.vcpus[0].hvs_list, HvsList::ResourceWaiter, "woken, run and preempted at its slice's end");
     }
@@ -325,8 +331,8 @@ mod tests {
     fn a_boosted_vcpu_that_yields_from_its_own_ple_exit_is_a_lock_waiter() {
         // Lock-waiters are the vCPUs descheduled for excessive spinning (the seed, §3.2); the
         // yielded list is for a boosted vCPU the host preempts soon after the boost (§3.3).
-        let mut s = crate::simulation::test_host::host("", false, "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n");
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
+        let mut s = two_vcpus();
+        running(&mut s, 0, 0, Act::Ready);
         (s.vcpus[0].hvs_boosted, s.vcpus[0].in_spin_loop) = (true, true);
         s.stop_running(0);
         assert_eq!(s.vcpus[0].hvs_list, HvsList::LockWaiter);
@@ -342,8 +348,8 @@ mod tests {
         for rq in &mut s.pcpus {
             (rq.curr, rq.queued) = (None, Vec::new());
         }
-        crate::simulation::test_host::running(&mut s, 0, 0, Act::Ready);
-        crate::simulation::test_host::running(&mut s, 5, 4, Act::Ready);
+        running(&mut s, 0, 0, Act::Ready);
+        running(&mut s, 5, 4, Act::Ready);
         for (v, p) in [(1, 1), (2, 2), (3, 3), (4, 4)] {
             let vc = &mut s.vcpus[v as usize];
             (vc.pcpu, vc.host, vc.preempted, vc.in_spin_loop) = (p, HostState::Runnable, true, false);

@@ -1211,5 +1211,4 @@ mod tests {
         assert_eq!(s.pcpus[0].curr, Some(1), "behind its equal");
         assert_eq!(s.vcpus[0].credit.credit, -100 + 200, "ran 10 ms, gave up 20");
     }
-
 }
