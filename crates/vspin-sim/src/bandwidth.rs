@@ -90,7 +90,7 @@ const SLACK_PERIOD_NS: u64 = 5_000_000;
 /// `min_bandwidth_expiration`: no slack distribution this close to a refill (ns).
 const MIN_EXPIRATION_NS: u64 = 2_000_000;
 /// The RNG stream of the period timers' phases (vCPUs use 1..2^32, `interruptions` 2^32 + p,
-/// credit1's first slices 2^33 + p).
+/// credit1's first slices 2^33 + p, the guests' tick grids 2^34 + vm).
 const PERIOD_PHASE_STREAM: u64 = 3 << 32;
 /// `default_cfs_period`: the period a group has when it is created (ns).
 const DEFAULT_PERIOD_NS: u64 = 100_000_000;

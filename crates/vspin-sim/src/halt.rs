@@ -14,10 +14,29 @@
 //!                       POLLING ──wake-up──▶ VM entry    BLOCKED ──wake-up──▶ runnable (scheduler)
 //!                          │ poll ends or a thread is queued on the pCPU ─▶ BLOCKED
 //! ```
-use crate::engine::{Event, Time};
+use crate::engine::{Event, Rng, Time};
 use crate::guest::Response;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
+
+/// The RNG streams of the guests' tick grids, one per VM (`2^34 + vm`; the other streams are
+/// listed at `bandwidth::PERIOD_PHASE_STREAM`).
+const GUEST_TICK_STREAM_BASE: u64 = 4 << 32;
+
+/// Where VM `vm`'s tick grid sits on the host's clock: drawn in `[0, period)` from the run's
+/// seed. A Linux guest puts every CPU's tick on one grid, set when its tick device starts at
+/// boot (`tick_init_jiffy_update` gives the first expiry, `tick_setup_sched_timer` offsets it per
+/// CPU only with `skew_tick=1`, off by default), so a VM's waiters halted in the PV lock slow
+/// path all wake at the same tick; the grid's offset from the host's clock, and from another
+/// VM's, is that guest's boot time, which nothing fixes.
+pub(crate) fn guest_tick_phase(seed: u64, vm: u32, period: u64) -> u64 {
+    Rng::stream(seed, GUEST_TICK_STREAM_BASE + vm as u64).below(period)
+}
+
+/// The first tick of the grid `phase + k × period` strictly after `now`.
+pub(crate) fn next_guest_tick(now: Time, period: u64, phase: u64) -> Time {
+    ((now + period - phase) / period) * period + phase
+}
 
 impl Sim {
     /// The guest executes HLT: count the exit and pay it; `vcpu_block` decides what follows.
@@ -108,11 +127,8 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         let timer = match reason {
             HaltReason::LockWait => {
-                let period = self.vms[vc.vm as usize].guest_tick_ns;
-                // Staggered per vCPU, where Linux keeps one grid (no `skew_tick`): a known
-                // deviation, `docs/calibration.md` ("PV-lock halt is `safe_halt`").
-                let phase = period * vc.index as u64 / self.vms[vc.vm as usize].vcpus as u64;
-                Some(((now + period - phase) / period) * period + phase)
+                let vm = &self.vms[vc.vm as usize];
+                Some(next_guest_tick(now, vm.guest_tick_ns, vm.guest_tick_phase_ns))
             }
             // A sleep with no end waits for a wake-up IPI alone.
             HaltReason::Idle { wake_at } => (wake_at != Time::MAX).then_some(wake_at),
@@ -391,6 +407,45 @@ mod tests {
         s.now = at;
         s.guest_timer(0, gen);
         assert_ne!(s.vcpus[0].host, HostState::Blocked, "woken by its tick");
+    }
+
+    /// When the guest timer of `v`'s halt for a lock, begun on pCPU `p` at `now` on a fresh host
+    /// with `vms`, fires.
+    fn lock_wait_timer(vms: &str, v: u32, p: u32, now: u64) -> u64 {
+        let s = &mut host("halt_poll = { max_ns = 0 }", false, vms);
+        s.now = now;
+        halting_alone(s, v, p);
+        s.vcpus[v as usize].act = Act::Halted(HaltReason::LockWait);
+        s.vcpu_block(v);
+        let timer = std::iter::from_fn(|| s.q.pop()).find_map(|(at, e)| match e {
+            crate::engine::Event::GuestTimer { vcpu, .. } if vcpu == v => Some(at),
+            _ => None,
+        });
+        timer.expect("a guest timer is armed")
+    }
+
+    #[test]
+    fn a_vms_halted_waiters_wake_at_one_tick_on_a_grid_each_vm_draws_from_the_seed() {
+        // Linux without `skew_tick` keeps all of a guest's CPUs on one tick grid, and the grid's
+        // place on the host's clock is the guest's boot time.
+        let guest = |name| format!("[[vm]]\nname = \"{name}\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = {{ preset = \"kernbench\" }}\n");
+        let vms = guest("a") + &guest("b");
+        let s = host("", false, &vms);
+        let tick = s.vms[0].guest_tick_ns;
+        let phases = [s.vms[0].guest_tick_phase_ns, s.vms[1].guest_tick_phase_ns];
+        let first = lock_wait_timer(&vms, 0, 0, 10_000_000);
+        assert_eq!(first % tick, phases[0], "on VM a's grid");
+        assert!(first > 10_000_000 && first <= 10_000_000 + tick);
+        assert_eq!(lock_wait_timer(&vms, 1, 1, first - 1), first, "a sibling halted later wakes at the same tick");
+        assert_eq!(lock_wait_timer(&vms, 1, 1, first), first + tick, "strictly after now");
+        assert_eq!(lock_wait_timer(&vms, 2, 0, 10_000_000) % tick, phases[1], "VM b has its own grid");
+        assert_ne!(phases[0], phases[1], "seed 1 draws two phases");
+        for (vm, phase) in phases.into_iter().enumerate() {
+            assert_eq!(phase, super::guest_tick_phase(s.seed, vm as u32, tick), "drawn from the run's seed");
+        }
+        let drawn: Vec<u64> = (1..=64).map(|seed| super::guest_tick_phase(seed, 0, tick)).collect();
+        assert!(drawn.iter().all(|&p| p < tick));
+        assert!(drawn.iter().any(|&p| p < tick / 4) && drawn.iter().any(|&p| p > tick * 3 / 4), "spread over the period: {drawn:?}");
     }
 
     /// The poll `vcpu->halt_poll_ns` becomes after a halt of `halted` ns that began with `poll`.

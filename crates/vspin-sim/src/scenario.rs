@@ -685,7 +685,8 @@ pub struct VmConfig {
     /// Work to complete; the VM's completion time is when it is done. Absent: run for the duration.
     #[serde(default)]
     pub work_units: Option<u64>,
-    /// Guest timer tick rate; a vCPU halted in the PV lock slow path wakes at its ticks.
+    /// Guest timer tick rate; a vCPU halted in the PV lock slow path wakes at its ticks, which all
+    /// the VM's vCPUs share (`halt::guest_tick_phase`).
     #[serde(default = "default_hz")]
     pub guest_hz: u32,
     /// `t` of the preemptable ticket locks: PAUSE iterations of timeout per queue position

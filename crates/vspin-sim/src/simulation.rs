@@ -110,7 +110,10 @@ pub(crate) struct Vm {
     pub first_lock: u32,
     /// The barrier of its threads, if its workload has one (`workload::Barrier`).
     pub barrier: Option<Rc<Barrier>>,
+    /// The guest's tick grid: every vCPU of the VM ticks at `guest_tick_phase_ns + k ×
+    /// guest_tick_ns` (`halt::next_guest_tick`).
     pub guest_tick_ns: u64,
+    pub guest_tick_phase_ns: u64,
     pub tlb_flush: TlbFlush,
     pub target: Option<u64>,
     pub work_units: u64,
@@ -364,6 +367,7 @@ impl Sim {
             let (locks, profile, barrier) = (locks.clone(), profile.clone(), barrier.clone());
             self.add_vcpu(vm_id, i, affinity, pcpu, &words, |rng| Box::pin(guest_thread(cpu, locks, profile, barrier, rng)));
         }
+        let guest_tick_ns = 1_000_000_000 / vm.guest_hz as u64;
         self.vms.push(Vm {
             name: vm.name.clone(),
             lock: vm.lock.map(LockKind::name),
@@ -372,7 +376,8 @@ impl Sim {
             vcpus: vm.vcpus,
             first_lock,
             barrier,
-            guest_tick_ns: 1_000_000_000 / vm.guest_hz as u64,
+            guest_tick_ns,
+            guest_tick_phase_ns: crate::halt::guest_tick_phase(self.seed, vm_id, guest_tick_ns),
             tlb_flush: vm.tlb_flush,
             target: vm.work_units,
             work_units: 0,
@@ -406,6 +411,7 @@ impl Sim {
             first_lock: self.locks.len() as u32,
             barrier: None,
             guest_tick_ns: self.costs.tick_ns,
+            guest_tick_phase_ns: 0,
             tlb_flush: TlbFlush::Ipi,
             target: None,
             work_units: 0,
