@@ -666,17 +666,8 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::Priority;
-    use crate::simulation::test_host::host;
+    use crate::simulation::test_host::{credit1_host, host};
     use crate::vcpu::HostState;
-
-    /// Two pCPUs (`test_host`) under credit1 with the given `credit1` settings, PLE off; one VM
-    /// of `vcpus` CPU hogs pinned to pCPU 0, taking `lock`.
-    fn credit1_host(credit1: &str, lock: &str, vcpus: u32) -> crate::simulation::Sim {
-        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ {credit1} }}\n");
-        let pins = vec!["0"; vcpus as usize].join(", ");
-        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"{lock}\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
-        host(&hv, false, &vm)
-    }
 
     /// Two pCPUs (`test_host`), `vcpus` vCPUs pinned to pCPU 0.
     fn xen(yield_: &str, vcpus: u32) -> crate::simulation::Sim {
@@ -828,14 +819,20 @@ mod tests {
         assert_eq!(credits, vec![200, 200, 200]);
     }
 
-    #[test]
-    fn the_rate_limit_keeps_a_yielder_that_just_began_running() {
+    /// [`rate_limited`], vCPU 0 UNDER yielding to an OVER vCPU `ran` ns after it began running.
+    fn yield_after_running(ran: u64) -> crate::simulation::Sim {
         let mut s = rate_limited();
         queue(&mut s, Priority::Under, &[Priority::Over]);
         s.pcpus[0].credit.running_since = 0;
-        s.now = 500_000;
+        s.now = ran;
         s.credit1_yield(0);
         s.credit1_schedule(0);
+        s
+    }
+
+    #[test]
+    fn the_rate_limit_keeps_a_yielder_that_just_began_running() {
+        let s = yield_after_running(500_000);
         assert_eq!(s.pcpus[0].curr, Some(0), "ran 0.5 ms of a 1 ms rate limit: keeps the pCPU (Xen 4.2-4.7)");
         assert!(s.vcpus[0].credit.yielded, "the yield waits for the next schedule()");
     }
@@ -1068,12 +1065,7 @@ mod tests {
     #[test]
     fn the_rate_limit_ends_once_the_vcpu_has_run_that_long() {
         // Xen 4.2-4.7 `csched_schedule` keeps the current vCPU while `runtime < ratelimit`.
-        let mut s = rate_limited();
-        queue(&mut s, Priority::Under, &[Priority::Over]);
-        s.pcpus[0].credit.running_since = 0;
-        s.now = 1_000_000;
-        s.credit1_yield(0);
-        s.credit1_schedule(0);
+        let s = yield_after_running(1_000_000);
         assert_eq!(s.pcpus[0].curr, Some(1), "ran the whole 1 ms: the yielder goes behind the OVER vCPU");
     }
 

@@ -1058,6 +1058,15 @@ pub(crate) mod test_host {
         s
     }
 
+    /// [`host`] under credit1 with the given `credit1` settings, PLE off; one VM of `vcpus` CPU
+    /// hogs pinned to pCPU 0, taking `lock`.
+    pub(crate) fn credit1_host(credit1: &str, lock: &str, vcpus: u32) -> Sim {
+        let hv = format!("scheduler = \"credit1\"\nple = {{ policy = \"off\" }}\ncredit1 = {{ {credit1} }}\n");
+        let pins = vec!["0"; vcpus as usize].join(", ");
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"{lock}\"\nworkload = {{ preset = \"cpu-hog\" }}\n");
+        host(&hv, false, &vm)
+    }
+
     /// `v` running on pCPU `p`, its guest doing `act`.
     pub(crate) fn running(s: &mut Sim, v: u32, p: u32, act: Act) {
         s.pcpus[p as usize].curr = Some(v);
@@ -1075,7 +1084,7 @@ pub(crate) mod test_host {
 #[cfg(test)]
 mod tests {
     use super::stall_exceeding;
-    use super::test_host::{halting_alone, host, running};
+    use super::test_host::{credit1_host, halting_alone, host, running};
     use super::Sim;
     use crate::guest::Req;
     use crate::vcpu::{Act, After, HaltReason, HostState};
@@ -1200,9 +1209,7 @@ mod tests {
     fn a_las_guests_yield_hypercall_earns_back_the_slice_it_gives_up() {
         // LAS seed: when the guest "has yielded CPU ... additional CPU time will be allotted to
         // the related VCPU during the following scheduling".
-        let hv = "scheduler = \"credit1\"\nple = { policy = \"off\" }\ncredit1 = { las = true }\n";
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = [0, 0]\nlock = \"las-tas\"\nworkload = { preset = \"cpu-hog\" }\n";
-        let mut s = host(hv, false, vm);
+        let mut s = credit1_host("las = true", "las-tas", 2);
         for v in 0..2 {
             s.vcpus[v].host = HostState::Runnable;
             s.pcpus[0].queued.push(v as u32);
