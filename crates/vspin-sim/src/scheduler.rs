@@ -10,9 +10,22 @@
 //! - Wake-up (`place_entity` with `GENTLE_FAIR_SLEEPERS`): a woken thread's vruntime is raised
 //!   to at least `min_vruntime − latency/2`, and it preempts the current thread if that one is
 //!   more than `wakeup_granularity` of vruntime ahead (`check_preempt_wakeup`).
-//! - Buddies (`pick_next_entity`): `skip` (set by `yield`) is passed over and `next` (set by
-//!   `yield_to` and wake-up preemption) is preferred, each only while within
-//!   `wakeup_granularity` of the leftmost thread.
+//! - Buddies (`pick_next_entity`): `skip` (set by `yield`) is passed over, and `last` and then
+//!   `next` are preferred, each only while within `wakeup_granularity` of the leftmost thread.
+//!   `next` is set by `yield_to` and by a wake-up that preempts; `last` is the thread that
+//!   wake-up preempted, set only while the run queue holds `sched_nr_latency` (8) or more
+//!   (`LAST_BUDDY`: with that many, the preempted thread's slice would otherwise come back late).
+//!   A balancer does not move a buddy to a busy pCPU (`task_hot`, `CACHE_HOT_BUDDY`).
+//!
+//! Not modelled: CFS group scheduling. Each pCPU has one flat run queue of vCPU threads, as on a
+//! host that starts its VMs without a cpu-controller cgroup each; libvirt (and autogroup, per
+//! login session) puts each VM in a group of its own, whose one entity per pCPU competes with
+//! the other VMs' at a share of `cpu.shares` (`calc_cfs_shares`), so that CPU time is shared per
+//! VM, a woken vCPU's sleeper credit is worth less run time and it preempts less readily, and a
+//! vCPU that sleeps makes its VM's entity the `next` buddy (`dequeue_task_fair`). The seeds do
+//! not say how their VMs were started. Nor `wake_affine` (a woken vCPU is never moved to its
+//! waker's pCPU; see placement below). Threads of equal vruntime are picked lowest vCPU first;
+//! the kernel's tree picks the one queued first, and a queued thread before the current one.
 //!
 //! Placement of unpinned vCPUs: a woken vCPU goes to its previous pCPU if idle, else to the next
 //! idle pCPU after it (wrapping round), else stays (a simplification of `select_idle_sibling`). A pCPU that goes idle pulls
@@ -113,11 +126,10 @@ impl Sim {
 
     pub(crate) fn clear_buddies(&mut self, p: u32, v: u32) {
         let rq = &mut self.pcpus[p as usize];
-        if rq.next == Some(v) {
-            rq.next = None;
-        }
-        if rq.skip == Some(v) {
-            rq.skip = None;
+        for buddy in [&mut rq.next, &mut rq.skip, &mut rq.last] {
+            if *buddy == Some(v) {
+                *buddy = None;
+            }
         }
     }
 
@@ -146,9 +158,10 @@ impl Sim {
                 }
             }
         }
-        if let Some(next) = rq.next.filter(|&n| cands().any(|c| c == n)) {
-            if self.within_granularity(next, left) {
-                se = next;
+        // `last`, then `next`: a `next` buddy within the granularity wins over both.
+        for buddy in [rq.last, rq.next].into_iter().flatten() {
+            if cands().any(|c| c == buddy) && self.within_granularity(buddy, left) {
+                se = buddy;
             }
         }
         self.clear_buddies(p, se);
@@ -450,7 +463,13 @@ impl Sim {
             return;
         }
         if self.scheduler == SchedulerKind::Cfs {
-            self.pcpus[p as usize].next = Some(v);
+            // `scale`: `cfs_rq->nr_running`, which counts the current vCPU and the newcomer.
+            let scale = self.nr_runnable(p) as u64 >= self.costs.nr_latency;
+            let rq = &mut self.pcpus[p as usize];
+            rq.next = Some(v);
+            if scale {
+                rq.last = Some(c);
+            }
         }
         self.schedule(p);
     }
@@ -550,11 +569,18 @@ impl Sim {
     }
 
     /// `task_hot`, the cache-hot test of `can_migrate_task`: `v` ran on `src` within the
-    /// migration cost, unless (since 5.x, so on the 6.8 EEVDF host) `src` and `dst` are SMT
-    /// siblings, which share every cache.
+    /// migration cost, or (`CACHE_HOT_BUDDY`) it is a buddy of `src`'s run queue and `dst` is
+    /// busy; unless (since 5.x, so on the EEVDF hosts) `src` and `dst` are SMT siblings, which
+    /// share every cache. The buddies are `next` and `last` in 3.19, `next` alone since 6.6;
+    /// the model keeps no `next` on the 6.8 host, whose pick never reads it (`yield_to`), so
+    /// there only the time counts.
     pub(crate) fn task_hot(&self, v: u32, src: u32, dst: u32) -> bool {
         if self.scheduler.is_eevdf() && self.topology.siblings(dst).contains(&src) {
             return false;
+        }
+        let rq = &self.pcpus[src as usize];
+        if (rq.next == Some(v) || rq.last == Some(v)) && self.nr_runnable(dst) > 0 {
+            return true;
         }
         self.now - self.vcpus[v as usize].se.exec_start < MIGRATION_COST_NS
     }
@@ -689,5 +715,51 @@ mod tests {
             let (curr, next) = (s.pcpus[0].curr, s.pcpus[0].next);
             assert_eq!((curr, next), if preempts { (Some(1), None) } else { (Some(0), None) }, "{ahead} ns past it");
         }
+    }
+
+    #[test]
+    fn cfs_gives_a_vcpu_preempted_among_eight_runnable_its_pcpu_back_first() {
+        // `LAST_BUDDY`: `check_preempt_wakeup` marks the preempted thread `last` when
+        // `nr_running >= sched_nr_latency`; `pick_next_entity` then prefers it to the leftmost
+        // while it is within the wake-up granularity.
+        for (others, last) in [(5, None), (6, Some(0))] {
+            let vm = "[[vm]]\nname = \"g\"\nvcpus = 9\npin = [0, 0, 0, 0, 0, 0, 0, 0, 0]\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+            let mut s = host("scheduler = \"cfs\"", false, vm);
+            s.now = 100_000_000;
+            running(&mut s, 0, 0, Act::Ready);
+            (s.vcpus[0].se.vruntime, s.vcpus[0].se.exec_start) = (100_000_000, s.now);
+            s.pcpus[0].min_vruntime = 100_000_000;
+            let gran = s.costs.wakeup_granularity;
+            for v in 2..2 + others {
+                (s.vcpus[v].host, s.vcpus[v].se.vruntime) = (HostState::Runnable, 100_000_000 - gran / 2);
+                s.pcpus[0].queued.push(v as u32);
+            }
+            s.vcpus[1].host = HostState::Runnable;
+            s.enqueue_woken(1);
+            assert_eq!((s.pcpus[0].curr, s.pcpus[0].last), (Some(1), last), "{} runnable", others + 2);
+            // The wakee blocks at once: the preempted vCPU, half a granularity right of the
+            // leftmost, runs next only as the `last` buddy.
+            (s.pcpus[0].curr, s.vcpus[1].host) = (None, HostState::Blocked);
+            let picked = s.pick_next(0);
+            assert_eq!(picked, Some(if last.is_some() { 0 } else { 2 }), "{} runnable", others + 2);
+            assert_eq!(s.pcpus[0].last, None, "picking the buddy clears it");
+        }
+    }
+
+    #[test]
+    fn a_balancer_leaves_a_buddy_where_it_is_unless_the_destination_is_idle() {
+        // `task_hot` with `CACHE_HOT_BUDDY`: a buddy of its run queue is hot for a busy
+        // destination only; the time test alone decides for an idle one.
+        let mut s = cfs_pcpu_0_running_vcpu_0();
+        (s.vcpus[1].host, s.vcpus[1].se.exec_start) = (HostState::Runnable, 0);
+        s.pcpus[0].queued.push(1);
+        assert!(!s.task_hot(1, 0, 1), "ran long ago: cold");
+        s.pcpus[0].next = Some(1);
+        assert!(!s.task_hot(1, 0, 1), "pCPU 1 is idle");
+        s.pcpus[0].curr = None;
+        running(&mut s, 0, 1, Act::Ready);
+        assert!(s.task_hot(1, 0, 1), "the next buddy, for a busy pCPU 1");
+        (s.pcpus[0].next, s.pcpus[0].last) = (None, Some(1));
+        assert!(s.task_hot(1, 0, 1), "the last buddy, for a busy pCPU 1");
     }
 }

@@ -84,6 +84,10 @@ pub(crate) struct Pcpu {
     pub min_vruntime: u64,
     pub next: Option<u32>,
     pub skip: Option<u32>,
+    /// CFS `cfs_rq->last` (`LAST_BUDDY`): the vCPU a wake-up preempted while the run queue held
+    /// `sched_nr_latency` or more, which gets its pCPU back first while within the wake-up
+    /// granularity (`scheduler.rs`).
+    pub last: Option<u32>,
     pub tick_armed: bool,
     /// EEVDF: the current vCPU used up its slice (`update_deadline` → `resched_curr`).
     pub need_resched: bool,
@@ -259,6 +263,7 @@ impl Pcpu {
             min_vruntime: 0,
             next: None,
             skip: None,
+            last: None,
             tick_armed: false,
             need_resched: false,
             idle: IdleGovernor::default(),
