@@ -878,9 +878,11 @@ impl Scenario {
                 let hint = format!("{MAP_FOR_LIST} (a list of tables is written [[{path}]] in TOML, once per entry)");
                 msg = msg.replacen(MAP_FOR_LIST, &hint, 1);
             } else if msg.starts_with("invalid type: map, expected") && path.ends_with(']') {
-                // A list entry is a table where a value belongs: `[[x]]` written for `[x]`.
+                // A list entry is a table where a value belongs: `[[x]]` written for `[x]`. A TOML
+                // header names no index (`[vm.workload]` is the last VM's), so the hint names none.
                 let parent = &path[..path.rfind('[').unwrap_or(path.len())];
-                msg = format!("{msg}; found a table in a list (if `[[{parent}]]` was meant as the table `[{parent}]`, use single brackets)");
+                let header: String = parent.split('.').map(|key| key.split('[').next().unwrap_or(key)).collect::<Vec<_>>().join(".");
+                msg = format!("{msg}; found a table in a list (if `[[{header}]]` was meant as the table `[{header}]`, use single brackets)");
             }
             if let Some(at) = msg.find("expected a table").filter(|_| !path.is_empty()) {
                 let phrase = if msg[at..].starts_with("expected a table, found a list") { "expected a table, found a list" } else { "expected a table" };
@@ -991,11 +993,21 @@ impl Scenario {
             return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", c.pause_cycles)));
         }
         let ple = &self.hypervisor.ple;
+        // KVM's `ple_window`, `ple_window_grow`, `_shrink`, `_max` and `ple_gap` are `unsigned
+        // int` module parameters, and the VMCS's PLE_Window and PLE_Gap fields 32 bits. Beyond
+        // them a window in ns would overflow the simulator's clock.
+        for (key, value) in [("window_cycles", ple.window_cycles), ("grow", ple.grow), ("shrink", ple.shrink), ("max_cycles", ple.max_cycles), ("gap_cycles", ple.gap_cycles)] {
+            if value > u32::MAX as u64 {
+                let msg = format!("{value} is out of range; allowed 0..={} (KVM's PLE parameters and the VMCS fields are 32 bits)", u32::MAX);
+                return Err(err(format!("hypervisor.ple.{key}"), msg));
+            }
+        }
         if matches!(ple.policy, PlePolicy::Fixed | PlePolicy::Kvm) && ple.counter == PauseCounter::Intel {
             if ple.window_cycles == 0 {
                 return Err(err("hypervisor.ple.window_cycles", "must be at least 1 when the policy is \"fixed\" or \"kvm\""));
             }
-            if ple.max_cycles < ple.window_cycles {
+            // A fixed window never grows, so its `max_cycles` is kept, not checked.
+            if ple.policy == PlePolicy::Kvm && ple.max_cycles < ple.window_cycles {
                 return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
             }
         }

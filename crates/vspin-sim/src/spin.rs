@@ -25,7 +25,7 @@ impl Sim {
         let Act::Spin { pauses_left, .. } = vc.act else { unreachable!("only spinners have a spin deadline") };
         let start = self.now + vc.access_latency;
         let budget_end = match pauses_left.checked_mul(self.costs.pause_ps) {
-            Some(ps) => start + ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000),
+            Some(ps) => start.saturating_add(ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000)),
             None => Time::MAX,
         };
         if self.ple.policy == PlePolicy::Off {
@@ -35,9 +35,9 @@ impl Sim {
         // A short stall counts toward Intel's window (not toward AMD's count of PAUSEs), but the
         // exit comes at a PAUSE, after it.
         let ple_exit = if vc.stall_in_loop && self.costs.ple_unit.counts_stalls() {
-            (self.now + window_left).max(start)
+            self.now.saturating_add(window_left).max(start)
         } else {
-            start + window_left
+            start.saturating_add(window_left)
         };
         budget_end.min(ple_exit)
     }

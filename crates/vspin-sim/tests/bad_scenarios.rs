@@ -80,3 +80,15 @@ fn examples_are_valid() {
     }
     assert!(failures.is_empty(), "examples rejected:\n  {}", failures.join("\n  "));
 }
+
+#[test]
+fn a_fixed_window_is_not_held_to_max_cycles_which_only_growth_uses() {
+    // `docs/scenario.md`: under "fixed" `max_cycles` is kept, not refused; the window never grows.
+    let text = "duration_ms = 1\n[host]\ncores_per_socket = 2\n[hypervisor]\n\
+                ple = { policy = \"fixed\", window_cycles = 2000000000 }\n\
+                [[vm]]\nname = \"a\"\nvcpus = 2\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+    Scenario::from_toml(text).expect("a fixed window above the default max_cycles");
+    let kvm = text.replace("\"fixed\"", "\"kvm\"");
+    let err = Scenario::from_toml(&kvm).expect_err("a growing window above its max");
+    assert_eq!(err.field, "hypervisor.ple.max_cycles");
+}
