@@ -1,3 +1,4 @@
+import re
 import threading
 
 import pytest
@@ -170,6 +171,18 @@ def test_a_setting_names_a_vm_by_its_name(small):
     assert data["vm"][0]["vcpus"] == 1
 
 
+@pytest.mark.parametrize("settings", [
+    {"vm.a.lock": "tas", "vm.0.lock": "ticket"},
+    {"vm.*.lock": "tas", "vm.b.lock": "ticket"},
+    {"vm.0.workload.think_ns": 5, "vm[a].workload": {"preset": "ebizzy"}},
+])
+def test_two_settings_that_reach_one_value_are_refused_rather_than_the_last_silently_winning(small, settings):
+    first, later = settings
+    with pytest.raises(vspin.ScenarioError, match=rf"settings {re.escape(first)} and {re.escape(later)}: "
+                                                  rf"{re.escape(later)} would overwrite what {re.escape(first)} sets"):
+        vspin.load_scenario(small, settings)
+
+
 def test_a_file_whose_name_has_an_equals_sign_is_read_as_a_file(small, tmp_path):
     path = tmp_path / "ple=off.toml"
     path.write_text(small)
@@ -235,6 +248,9 @@ def test_a_field_given_a_number_beyond_64_bits_is_told_what_it_takes(small):
     text = small.replace("cores_per_socket = 2", f"cores_per_socket = {-(10**20)}")
     with pytest.raises(vspin.ScenarioError, match=r"^host\.cores_per_socket: invalid value: integer `-100000000000000000000`"):
         vspin.run(text)
+    # A field of floats: the core prints the clamped bound as an f64, and the value given is put back.
+    with pytest.raises(vspin.ScenarioError, match=r"^duration_ms: 100000000000000000000000 is out of range; allowed up to"):
+        vspin.run(small, {"duration_ms": 10**23})
     # The core's reason is kept where it has one.
     with pytest.raises(vspin.ScenarioError, match=r"halt_poll\.max_ns: KVM halt polling does not exist under scheduler"):
         vspin.run(small, {"hypervisor.scheduler": "credit1", "hypervisor.halt_poll.max_ns": 10**20})

@@ -245,3 +245,20 @@ def test_bad_seed_lists_are_refused(small, tmp_path, capsys, args, message):
         status = e.code
     assert status == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "seed=1", "--set", "seed=2"], "--set seed: given twice (1, then 2); give it once"),
+    (["--timeline-ms", "0:inf", "--timeline", "{dir}/t.json"], "both finite"),
+    (["--timeline-ms", "0:1e-9", "--timeline", "{dir}/t.json"], "shorter than 1 ns"),
+])
+def test_a_setting_given_twice_or_an_empty_timeline_is_refused(small, tmp_path, capsys, args, message):
+    path = tmp_path / "small.toml"
+    path.write_text(small)
+    try:
+        status = main(["run", str(path), *(a.format(dir=tmp_path) for a in args)])
+    except SystemExit as e:  # argparse refuses a bad value while parsing
+        status = e.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()

@@ -82,6 +82,12 @@ def test_a_bad_grid_names_the_path(small, grid, message):
     ({"vm.*.lock": ["tas"], "vm[*].lock": ["ticket"]}, "would overwrite what"),
     ({"vm.0.lock": ["tas"], "vm.*.lock": ["ticket"]}, "would overwrite what"),
     ({"vm.0.vcpus": [1], "vm": [[]]}, "would overwrite what"),
+    # A VM named in one axis and numbered in another is one setting: the rows would be labelled
+    # with the first axis's values while every run used the second's.
+    ({"vm.a.lock": ["tas"], "vm[0].lock": ["ticket"]}, "would overwrite what"),
+    ({"vm.0.workload.think_ns": [100, 1000], "vm[a].workload": [{"preset": "kernbench"}]}, "would overwrite what"),
+    ({"seed": [1, 1]}, "grid seed: 1 given twice; give each value once"),
+    ({"vm.*.lock": ["tas", "ticket", "tas"]}, "grid vm.\\*.lock: 'tas' given twice"),
     ({"seed": list(range(1001)), "vm.*.vcpus": list(range(1000))}, "at most 1,000,000"),
     ({"seed": range(10**9)}, "at most 1,000,000"),
 ])
@@ -94,6 +100,7 @@ def test_a_grid_whose_paths_overwrite_each_other_or_that_is_too_big_is_refused_b
     ({"seed": 4}, {"seed": [1, 2]}),
     ({"vm.0.lock": "tas"}, {"vm.*.lock": ["ticket"]}),
     ({"vm.0.workload.cs_ns": 100}, {"vm.0.workload": [{"preset": "kernbench"}]}),
+    ({"vm.a.lock": "tas"}, {"vm.0.lock": ["ticket"]}),
 ])
 def test_a_grid_axis_that_overwrites_a_setting_is_refused(small, settings, grid):
     with pytest.raises(vspin.ScenarioError, match="a grid axis that would overwrite the setting"):

@@ -15,7 +15,13 @@ from vspin.scenario import ScenarioError, given_twice, load_scenario, parse_sett
 
 
 def _settings(args: argparse.Namespace) -> dict:
-    return dict(parse_setting(s) for s in args.set)
+    settings: dict = {}
+    for text in args.set:
+        path, value = parse_setting(text)
+        if path in settings:
+            raise ScenarioError(f"--set {path}: given twice ({settings[path]!r}, then {value!r}); give it once")
+        settings[path] = value
+    return settings
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -24,8 +30,8 @@ def _window(text: str) -> tuple[float, float]:
         window = (float(start), float(end))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FROM:TO in ms, e.g. 0:50, got {text!r}") from None
-    if not sep or not 0 <= window[0] < window[1]:
-        raise argparse.ArgumentTypeError(f"expected FROM:TO in ms with 0 <= FROM < TO, got {text!r}")
+    if not sep or not 0 <= window[0] < window[1] or window[1] == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected FROM:TO in ms with 0 <= FROM < TO, both finite, got {text!r}")
     return window
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import decimal
 import json
 import math
 import os
@@ -55,9 +56,15 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     if settings is not None and not isinstance(settings, dict):
         raise ScenarioError(f"settings: expected a dict of paths to values, e.g. {{'vm.*.lock': 'tas'}}, "
                             f"got {type(settings).__name__}")
+    reached: list[tuple[str, list[tuple]]] = []
     for path, value in (settings or {}).items():
         if not isinstance(path, str):
             raise ScenarioError(f"settings: a path must be a string like 'vm.*.lock', got {path!r}")
+        places = targets(data, path)
+        for earlier, earlier_places in reached:
+            if _replaces(earlier_places, places):
+                raise ScenarioError(overwrite_message("settings", earlier, path))
+        reached.append((path, places))
         value = plain_value(value)
         try:
             _check_values(value, path)
@@ -152,7 +159,12 @@ class _TooWide(ScenarioError):
         except ValueError as e:
             path, colon, said = str(e).partition(": ")
             if colon and _same_field(path, self.where):
-                return ScenarioError(f"{self.where}: {said.replace(str(self.bound), str(self.value))}")
+                # A field of floats quotes the bound as the core prints an f64: its shortest
+                # digits, without an exponent (2^64 as 18446744073709552000).
+                as_float = format(decimal.Decimal(repr(float(self.bound))), "f")
+                for shown in (str(self.bound), as_float):
+                    said = said.replace(shown, str(self.value))
+                return ScenarioError(f"{self.where}: {said}")
         except Exception:  # noqa: BLE001 - a probe the core cannot take leaves the generic message
             pass
         return self
@@ -240,6 +252,53 @@ _NAME = r"[^][]+"
 _NAME_KEY = rf"\[{_NAME}\]"
 
 
+def _keys(path: str) -> list[str]:
+    """A setting path's keys, a bracketed name as one key (`vm[db.prod].lock`: vm, db.prod, lock)."""
+    return [bracketed or plain for bracketed, plain in re.findall(rf"\[({_NAME})\]|({_PLAIN_KEY})", path)]
+
+
+def _entries(t: list, key: str) -> list[int]:
+    """The entries of a list that a key names: `*` all, an index if there is one, else by name."""
+    if key == "*":
+        return list(range(len(t)))
+    if key.isdigit() and int(key) < len(t):
+        return [int(key)]
+    return [i for i, e in enumerate(t) if isinstance(e, dict) and e.get("name") == key]
+
+
+def targets(data: Any, path: str) -> list[tuple]:
+    """The places in ``data`` that setting ``path`` writes, as key tuples with each list entry
+    named by its index: ``vm.web.lock``, ``vm[1].lock`` and ``vm.*.lock`` all reach ``("vm", 1,
+    "lock")`` when ``web`` is the second VM. A path that does not resolve reaches nothing here;
+    applying it reports why."""
+    found = [((), data)]
+    for key in _keys(path):
+        following = []
+        for at, t in found:
+            if isinstance(t, list):
+                following += [((*at, i), t[i]) for i in _entries(t, key)]
+            else:
+                following.append(((*at, key), t.get(key) if isinstance(t, dict) else None))
+        found = following
+    return [at for at, _ in found]
+
+
+def _replaces(first: list[tuple], later: list[tuple]) -> bool:
+    """Whether writing the places ``later`` after ``first`` replaces a value ``first`` wrote: a
+    later place equal to or above an earlier one. A deeper place refines (a table, then a key of it)."""
+    return any(len(b) <= len(a) and a[: len(b)] == b for a in first for b in later)
+
+
+def overwrites(data: Any, first: str, later: str) -> bool:
+    """Whether setting ``later`` after ``first`` would replace what ``first`` set in ``data``."""
+    return _replaces(targets(data, first), targets(data, later))
+
+
+def overwrite_message(what: str, first: str, later: str) -> str:
+    return (f"{what} {first} and {later}: {later} would overwrite what {first} sets (the same setting, "
+            f"by index, name or *, or a table after a key inside it): give it once, or the table first")
+
+
 def _apply_setting(node: Any, path: str, value: Any) -> None:
     # `vm[0].vcpus`, the notation of the error messages, means `vm.0.vcpus`. A list entry is named
     # by its index, by `*` (every entry), or by its `name` (`vm.db.lock`); an index comes first,
@@ -248,22 +307,17 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
     if not re.fullmatch(rf"(?:{_PLAIN_KEY}|{_NAME_KEY})(?:\.{_PLAIN_KEY}|{_NAME_KEY})*", path):
         raise ScenarioError(f"setting {path!r}: not a path; expected keys joined by dots, with a list entry "
                             "named by its index, * or its name (vm.0.lock, vm.*.lock, vm.db.lock, vm[db.prod].lock)")
-    keys = [bracketed or plain for bracketed, plain in re.findall(rf"\[({_NAME})\]|({_PLAIN_KEY})", path)]
-    targets = [node]
+    keys = _keys(path)
+    nodes = [node]
     for depth, key in enumerate(keys):
         last = depth == len(keys) - 1
         where = ".".join(keys[: depth + 1])
         following = []
-        for t in targets:
+        for t in nodes:
             if isinstance(t, list):
                 names = [e.get("name") for e in t if isinstance(e, dict) and isinstance(e.get("name"), str)]
-                if key == "*":
-                    items = range(len(t))
-                elif key.isdigit() and int(key) < len(t):
-                    items = [int(key)]
-                elif key in names:
-                    items = [i for i, e in enumerate(t) if isinstance(e, dict) and e.get("name") == key]
-                else:
+                items = _entries(t, key)
+                if not items and key != "*":
                     shown = [f"[{n}]" if "." in n else n for n in names]  # a dotted name only in brackets
                     by_name = f", or a name: {', '.join(shown)}" if names else ""
                     raise ScenarioError(f"setting {path}: {where} does not exist; the list has {len(t)} "
@@ -281,7 +335,7 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
                     following.append(t.setdefault(key, {}))
             else:
                 raise ScenarioError(f"setting {path}: {'.'.join(keys[:depth])} is a value, not a table")
-        targets = following
+        nodes = following
 
 
 def _check_timeline(timeline: Any, data: dict) -> None:
@@ -289,8 +343,11 @@ def _check_timeline(timeline: Any, data: dict) -> None:
         start, end = (float(t) for t in timeline)
     except (TypeError, ValueError):
         raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {timeline!r}") from None
-    if not 0 <= start < end:
-        raise ScenarioError(f"timeline: expected 0 <= from_ms < to_ms, got ({start:g}, {end:g})")
+    if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
+        raise ScenarioError(f"timeline: expected finite times with 0 <= from_ms < to_ms, got ({start:g}, {end:g})")
+    if int(end * 1e6) - int(start * 1e6) < 1:
+        # The simulator keeps whole nanoseconds: a shorter window would record nothing.
+        raise ScenarioError(f"timeline: the window ({start:g}, {end:g}) ms is shorter than 1 ns, the simulator's resolution")
     duration = data.get("duration_ms")
     if isinstance(duration, (int, float)) and not isinstance(duration, bool) and start >= duration:
         raise ScenarioError(f"timeline: the window starts at {start:g} ms, at or after the run's end (duration_ms = {duration:g})")

@@ -69,7 +69,7 @@ import pandas as pd
 
 from vspin import _core
 from vspin.result import Result
-from vspin.scenario import Scenario, ScenarioError, load_scenario, plain_value, validate
+from vspin.scenario import Scenario, ScenarioError, load_scenario, overwrite_message, overwrites, plain_value, validate
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -135,25 +135,30 @@ def points(grid: dict[str, list]) -> list[dict[str, Any]]:
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"grid {path}: expected a non-empty list of values, got {values!r}")
         plain[path] = [plain_value(v) for v in values]
+        seen = set()
+        for v in plain[path]:
+            # The same point twice would be counted as two runs (two "seeds" of one seed).
+            if (key := json.dumps(v, sort_keys=True)) in seen:
+                raise ScenarioError(f"grid {path}: {v!r} given twice; give each value once")
+            seen.add(key)
     count = math.prod(len(v) for v in plain.values())
     if count > MAX_POINTS:
         raise ScenarioError(f"grid: {count:,} points; a sweep takes at most {MAX_POINTS:,} (split it, or sweep fewer values)")
-    paths = list(plain)
-    for i, a in enumerate(paths):
-        for b in paths[i + 1:]:
-            if _overwrites(a, b):
-                raise ScenarioError(f"grid {a} and {b}: {b} would overwrite what {a} sets (the same setting "
-                                    f"under * or [i], or a table after a key inside it): give it once, or the "
-                                    f"table first")
     return [dict(zip(plain, combo)) for combo in itertools.product(*plain.values())]
 
 
-def _overwrites(first: str, later: str) -> bool:
-    """Whether setting ``later`` after ``first`` can replace a value ``first`` set: the two reach
-    one value (equal key by key, ``*`` matching any key, ``x[0]`` being ``x.0``) and ``later`` is
-    not deeper. A deeper path after a shallower one refines it (a table, then one of its keys)."""
-    ka, kb = (re.sub(r"\[(\d+|\*)\]", r".\1", p).split(".") for p in (first, later))
-    return len(kb) <= len(ka) and all(x == y or "*" in (x, y) for x, y in zip(ka, kb))
+def _check_axes(base: dict, axes: list[str], settings: dict[str, Any] | None) -> None:
+    """Refuse a grid axis that would overwrite another axis or a setting, each resolved against
+    the scenario (so ``vm.web.lock``, ``vm[1].lock`` and ``vm.*.lock`` are one setting when
+    ``web`` is the second VM): the rows would be labelled with values the runs did not use."""
+    for i, a in enumerate(axes):
+        for b in axes[i + 1:]:
+            if overwrites(base, a, b):
+                raise ScenarioError(overwrite_message("grid", a, b))
+    for axis in axes:
+        for path in (p for p in settings or {} if isinstance(p, str) and overwrites(base, p, axis)):
+            raise ScenarioError(f"{axis}: a grid axis that would overwrite the setting {path}="
+                                f"{settings[path]!r} at every point; give it in one of them")
 
 
 def _describe(point: dict[str, Any]) -> str:
@@ -172,12 +177,8 @@ def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | 
         raise ScenarioError("workers and executor (--workers and --dask): give one of them "
                             "(a Dask cluster has its own workers)")
     grid_points = points(grid)
-    if isinstance(settings, dict):
-        for point_path in grid_points[0]:
-            for path in (p for p in settings if isinstance(p, str) and _overwrites(p, point_path)):
-                raise ScenarioError(f"{point_path}: a grid axis that would overwrite the setting {path}="
-                                    f"{settings[path]!r} at every point; give it in one of them")
     base = load_scenario(scenario, settings)
+    _check_axes(base, list(grid_points[0]), settings if isinstance(settings, dict) else None)
     texts = []
     for point in grid_points:
         try:
