@@ -32,8 +32,9 @@ pub enum Event {
     /// A halted vCPU's guest timer fires (idle sleep ends, or a tick interrupt while it waits in
     /// the PV lock slow path).
     GuestTimer { vcpu: u32, gen: u32 },
-    /// A synchronous IPI is acknowledged by its target.
-    IpiAck { from: u32, to: u32 },
+    /// A synchronous IPI is acknowledged by its target; stale once the target was descheduled
+    /// before its handler ended (`gen`: the target's `ack_gen`).
+    IpiAck { from: u32, to: u32, gen: u32 },
     /// Periodic invariant audit.
     Audit,
     /// End of the simulated duration.

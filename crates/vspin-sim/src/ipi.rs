@@ -2,7 +2,8 @@
 //! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`),
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
-//! and is handled only when the target runs.
+//! and is handled only when the target runs: a target descheduled inside that work acknowledges
+//! only after it has run the rest (`postpone_acks`, `resume_acks`).
 use crate::engine::{Event, Time};
 use crate::guest::{Req, Response};
 use crate::memory::Access;
@@ -176,13 +177,42 @@ impl Sim {
         let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
         for from in std::mem::take(&mut vc.pending_ipis) {
             hw.remaining += handle;
-            self.q.push(now + hw.remaining, Event::IpiAck { from, to: v });
+            self.q.push(now + hw.remaining, Event::IpiAck { from, to: v, gen: vc.ack_gen });
+            vc.acks.push((from, now + hw.remaining));
+        }
+    }
+
+    /// `v` leaves its pCPU with IPI handlers still in its host work: they run when it runs
+    /// again (host work resumes where it stopped), so their acknowledgements wait with it.
+    pub(crate) fn postpone_acks(&mut self, v: u32) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        if vc.acks.is_empty() {
+            return;
+        }
+        vc.ack_gen = vc.ack_gen.wrapping_add(1);
+        for (_, at) in &mut vc.acks {
+            *at -= now;
+        }
+    }
+
+    /// `v` runs again: queue the acknowledgements [`postpone_acks`](Self::postpone_acks) kept.
+    pub(crate) fn resume_acks(&mut self, v: u32) {
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        for (from, at) in &mut vc.acks {
+            *at += now;
+            self.q.push(*at, Event::IpiAck { from: *from, to: v, gen: vc.ack_gen });
         }
     }
 
     /// The target's handler has run: it counts down the sender's call-function word, which
     /// the waiting sender sees.
     pub(crate) fn ipi_ack(&mut self, from: u32, to: u32) {
+        let acks = &mut self.vcpus[to as usize].acks;
+        let now = self.now;
+        let i = acks.iter().position(|&(f, at)| f == from && at == now).expect("a queued acknowledgement is recorded");
+        acks.remove(i);
         let w = self.vcpus[from as usize].call_function_word;
         let pcpu = self.vcpus[to as usize].pcpu;
         self.mem.access(w, pcpu, Access::Write, self.now);
@@ -255,6 +285,33 @@ mod tests {
     }
 
     #[test]
+    fn a_target_descheduled_inside_its_handler_acknowledges_only_once_it_has_run_the_rest() {
+        // `csd_unlock` runs at the end of the guest's handler, whatever the host did meanwhile:
+        // a target preempted half-way through runs the other half when it runs again.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+        assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        let c = &s.costs;
+        let handle = c.vm_exit + c.ipi_send + c.vm_entry;
+        s.now += handle / 2;
+        s.pcpus[1].curr = None;
+        s.stop_running(1);
+        s.now = 1_000_000;
+        s.pcpus[1].curr = Some(1);
+        s.switch_in(1, 1);
+        let gen = s.vcpus[1].ack_gen;
+        let acks: Vec<(u64, bool)> = std::iter::from_fn(|| s.q.pop())
+            .filter_map(|(at, e)| match e {
+                Event::IpiAck { to: 1, gen: g, .. } => Some((at, g == gen)),
+                _ => None,
+            })
+            .collect();
+        let rest = s.now + handle - handle / 2;
+        assert_eq!(acks, vec![(5_000 + handle, false), (rest, true)], "the first is stale; the second comes after the rest of the handler");
+    }
+
+    #[test]
     fn a_synchronous_ipi_is_acknowledged_only_once_the_target_has_run_its_handler() {
         // Linux's `smp_call_function_many` waits in `csd_lock_wait` until the target's
         // `flush_smp_call_function_queue` has run the function and then `csd_unlock`s it.
@@ -268,7 +325,7 @@ mod tests {
         assert_eq!(s.mem.value(s.vcpus[0].call_function_word), 2);
         let acks: Vec<(u64, u32, u32)> = std::iter::from_fn(|| s.q.pop())
             .filter_map(|(at, e)| match e {
-                Event::IpiAck { from, to } => Some((at, from, to)),
+                Event::IpiAck { from, to, .. } => Some((at, from, to)),
                 _ => None,
             })
             .collect();

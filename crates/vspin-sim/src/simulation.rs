@@ -485,6 +485,8 @@ impl Sim {
             halt_started: None,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
+            acks: Vec::new(),
+            ack_gen: 0,
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,
@@ -548,7 +550,7 @@ impl Sim {
                 Event::BandwidthPeriod { vm } => self.bandwidth_period(vm),
                 Event::BandwidthSlack { vm } => self.bandwidth_slack(vm),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
-                Event::IpiAck { from, to } => self.ipi_ack(from, to),
+                Event::IpiAck { from, to, gen } if self.vcpus[to as usize].ack_gen == gen => self.ipi_ack(from, to),
                 Event::Audit => {
                     self.audit();
                     self.q.push(self.now + AUDIT_PERIOD_NS, Event::Audit);
