@@ -677,19 +677,23 @@ impl Sim {
 mod tests {
     use crate::simulation::test_host::{host, running};
     use crate::simulation::Sim;
-    use crate::vcpu::{Act, Affinity, HostState};
+    use crate::vcpu::{Act, HostState};
 
-    /// vCPU 0 running on pCPU 0 under CFS at 100 ms of vruntime (also `min_vruntime`), and vCPU
-    /// 1 pinned there, not queued.
-    fn cfs_pcpu_0_running_vcpu_0() -> Sim {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("scheduler = \"cfs\"", false, vm);
+    /// A VM of `vcpus` pinned to pCPU 0 under CFS: vCPU 0 running there at 100 ms of vruntime
+    /// (also `min_vruntime`), the others not queued.
+    fn cfs_pcpu_0_running_vcpu_0_of(vcpus: usize) -> Sim {
+        let pins = vec!["0"; vcpus].join(", ");
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = {vcpus}\npin = [{pins}]\nlock = \"tas\"\nworkload = {{ preset = \"kernbench\" }}\n");
+        let mut s = host("scheduler = \"cfs\"", false, &vm);
         s.now = 100_000_000;
         running(&mut s, 0, 0, Act::Ready);
         (s.vcpus[0].se.vruntime, s.vcpus[0].se.exec_start) = (100_000_000, s.now);
         s.pcpus[0].min_vruntime = 100_000_000;
-        (s.vcpus[1].affinity, s.vcpus[1].pcpu) = (Affinity::Pinned(0), 0);
         s
+    }
+
+    fn cfs_pcpu_0_running_vcpu_0() -> Sim {
+        cfs_pcpu_0_running_vcpu_0_of(2)
     }
 
     #[test]
@@ -725,12 +729,7 @@ mod tests {
         // `nr_running >= sched_nr_latency`; `pick_next_entity` then prefers it to the leftmost
         // while it is within the wake-up granularity.
         for (others, last) in [(5, None), (6, Some(0))] {
-            let vm = "[[vm]]\nname = \"g\"\nvcpus = 9\npin = [0, 0, 0, 0, 0, 0, 0, 0, 0]\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
-            let mut s = host("scheduler = \"cfs\"", false, vm);
-            s.now = 100_000_000;
-            running(&mut s, 0, 0, Act::Ready);
-            (s.vcpus[0].se.vruntime, s.vcpus[0].se.exec_start) = (100_000_000, s.now);
-            s.pcpus[0].min_vruntime = 100_000_000;
+            let mut s = cfs_pcpu_0_running_vcpu_0_of(9);
             let gran = s.costs.wakeup_granularity;
             for v in 2..2 + others {
                 (s.vcpus[v].host, s.vcpus[v].se.vruntime) = (HostState::Runnable, 100_000_000 - gran / 2);
