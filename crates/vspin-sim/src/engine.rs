@@ -33,8 +33,8 @@ pub enum Event {
     /// the PV lock slow path).
     GuestTimer { vcpu: u32, gen: u32 },
     /// A synchronous IPI is acknowledged by its target; stale once the target was descheduled
-    /// before its handler ended (`gen`: the target's `ack_gen`).
-    IpiAck { from: u32, to: u32, gen: u32 },
+    /// before its handler ended (`ipi.rs`, `PendingAcks`).
+    IpiAck { from: u32, to: u32 },
     /// Periodic invariant audit.
     Audit,
     /// End of the simulated duration.

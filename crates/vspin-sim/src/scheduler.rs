@@ -233,7 +233,9 @@ impl Sim {
     /// The current vCPU of its pCPU stops running but stays runnable; the caller queues it.
     pub(crate) fn stop_running(&mut self, v: u32) {
         self.stop_segment(v);
-        self.postpone_acks(v);
+        if !self.ipi_acks[v as usize].due.is_empty() {
+            self.postpone_acks(v);
+        }
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Runnable;
@@ -291,7 +293,9 @@ impl Sim {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
         }
-        self.resume_acks(v);
+        if !self.ipi_acks[v as usize].due.is_empty() {
+            self.resume_acks(v);
+        }
         // A vCPU preempted in its HLT exit keeps its IPIs for `vcpu_block`, which then re-enters
         // to handle them (the interrupt ends a `safe_halt`) instead of blocking.
         if !self.in_hlt_exit(v) && !self.held_at_next_entry(v) {

@@ -174,6 +174,9 @@ pub struct Sim {
     /// ([`Req::Relax`]) spins: nothing else touches them.
     first_relax_word: u32,
     pub(crate) spare_watchers: Vec<u32>,
+    /// Per vCPU, the acknowledgements of IPIs whose handlers are in its host work (`ipi.rs`);
+    /// beside the vCPUs rather than in them, which keeps `Vcpu` as small as the hot path wants.
+    pub(crate) ipi_acks: Vec<crate::ipi::PendingAcks>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
     /// Each lock keeps its own waits and holds for the results (`[record] locks`).
@@ -315,6 +318,7 @@ impl Sim {
             watchers: Vec::new(),
             first_relax_word: 0,
             spare_watchers: Vec::new(),
+            ipi_acks: Vec::new(),
             violations: Vec::new(),
             timeline: None,
             record_locks: sc.record.locks,
@@ -439,6 +443,7 @@ impl Sim {
         // co-schedule each VM's vCPUs, the very cure for lock-waiter preemption).
         let start_vruntime = rng.below(self.costs.sched_latency);
         self.guests.push(start(rng));
+        self.ipi_acks.push(Default::default());
         self.vcpus.push(Vcpu {
             vm,
             index,
@@ -485,8 +490,6 @@ impl Sim {
             halt_started: None,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
-            acks: Vec::new(),
-            ack_gen: 0,
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,
@@ -550,7 +553,7 @@ impl Sim {
                 Event::BandwidthPeriod { vm } => self.bandwidth_period(vm),
                 Event::BandwidthSlack { vm } => self.bandwidth_slack(vm),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
-                Event::IpiAck { from, to, gen } if self.vcpus[to as usize].ack_gen == gen => self.ipi_ack(from, to),
+                Event::IpiAck { from, to } => self.ipi_ack(from, to),
                 Event::Audit => {
                     self.audit();
                     self.q.push(self.now + AUDIT_PERIOD_NS, Event::Audit);

@@ -166,13 +166,6 @@ pub(crate) struct Vcpu {
     /// yield's user-mode filter).
     pub computing_in_kernel: bool,
     pub pending_ipis: Vec<u32>,
-    /// Acknowledgements of the IPIs whose handlers are in this vCPU's host work (`ipi.rs`): the
-    /// sender, and while the vCPU runs, when its `IpiAck` is due; while it is descheduled, how
-    /// much of its host work still comes before that handler's end.
-    pub acks: Vec<(u32, Time)>,
-    /// Bumped when the vCPU is descheduled with acknowledgements queued: their events go stale
-    /// and are queued again when it runs.
-    pub ack_gen: u32,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
