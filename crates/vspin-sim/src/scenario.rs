@@ -1468,6 +1468,10 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
         };
         return Err(err(f("shootdown_probability"), msg));
     }
+    // A peer to wake is a thread sleeping on another vCPU (`ipi.rs`, `wake_peer`).
+    if w.wake_probability.is_some_and(|p| p > 0.0) && vcpus < 2 {
+        return Err(err(f("wake_probability"), "has no effect: the peer it wakes sleeps on another vCPU; this VM has 1"));
+    }
     Ok(())
 }
 
