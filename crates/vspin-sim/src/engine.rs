@@ -33,7 +33,7 @@ pub enum Event {
     /// the PV lock slow path).
     GuestTimer { vcpu: u32, gen: u32 },
     /// A synchronous IPI is acknowledged by its target; stale once the target was descheduled
-    /// before its handler ended (`ipi.rs`, `PendingAcks`).
+    /// before its handler ended (`Sim::ipi_acks`).
     IpiAck { from: u32, to: u32 },
     /// Periodic invariant audit.
     Audit,

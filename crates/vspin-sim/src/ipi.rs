@@ -11,15 +11,6 @@ use crate::scenario::TlbFlush;
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
 
-/// A vCPU's acknowledgements of the IPIs whose handlers are in its host work: the sender of
-/// each, and while the vCPU runs, when its `IpiAck` is due; while it is descheduled, how much of
-/// its host work still comes before that handler's end. An `IpiAck` that finds no entry due now
-/// (its target was descheduled, and the entry moved later) is stale.
-#[derive(Default)]
-pub(crate) struct PendingAcks {
-    pub due: Vec<(u32, Time)>,
-}
-
 impl Sim {
     /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
     /// skipping `v`, as the VM's guest kernel does it (`scenario::TlbFlush`):
@@ -187,7 +178,7 @@ impl Sim {
         for from in std::mem::take(&mut vc.pending_ipis) {
             hw.remaining += handle;
             self.q.push(now + hw.remaining, Event::IpiAck { from, to: v });
-            self.ipi_acks[v as usize].due.push((from, now + hw.remaining));
+            self.ipi_acks[v as usize].push((from, now + hw.remaining));
         }
     }
 
@@ -198,7 +189,7 @@ impl Sim {
     #[inline(never)]
     pub(crate) fn postpone_acks(&mut self, v: u32) {
         let now = self.now;
-        for (_, at) in &mut self.ipi_acks[v as usize].due {
+        for (_, at) in &mut self.ipi_acks[v as usize] {
             *at -= now;
         }
     }
@@ -208,20 +199,20 @@ impl Sim {
     #[inline(never)]
     pub(crate) fn resume_acks(&mut self, v: u32) {
         let now = self.now;
-        for (from, at) in &mut self.ipi_acks[v as usize].due {
+        for (from, at) in &mut self.ipi_acks[v as usize] {
             *at += now;
             self.q.push(*at, Event::IpiAck { from: *from, to: v });
         }
     }
 
     /// The target's handler has run: it counts down the sender's call-function word, which
-    /// the waiting sender sees. Stale if the target was descheduled before then (`PendingAcks`).
+    /// the waiting sender sees. Stale if the target was descheduled before then (`Sim::ipi_acks`).
     pub(crate) fn ipi_ack(&mut self, from: u32, to: u32) {
         let now = self.now;
         if self.vcpus[to as usize].host != HostState::Running {
             return;
         }
-        let due = &mut self.ipi_acks[to as usize].due;
+        let due = &mut self.ipi_acks[to as usize];
         let Some(i) = due.iter().position(|&(f, at)| f == from && at == now) else { return };
         due.remove(i);
         let w = self.vcpus[from as usize].call_function_word;
@@ -319,7 +310,7 @@ mod tests {
             .collect();
         let rest = s.now + handle - handle / 2;
         assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the rest of the handler");
-        assert_eq!(s.ipi_acks[1].due, vec![(0, rest)], "only the second is due");
+        assert_eq!(s.ipi_acks[1], vec![(0, rest)], "only the second is due");
     }
 
     #[test]

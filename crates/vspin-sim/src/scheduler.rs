@@ -233,7 +233,7 @@ impl Sim {
     /// The current vCPU of its pCPU stops running but stays runnable; the caller queues it.
     pub(crate) fn stop_running(&mut self, v: u32) {
         self.stop_segment(v);
-        if !self.ipi_acks[v as usize].due.is_empty() {
+        if !self.ipi_acks[v as usize].is_empty() {
             self.postpone_acks(v);
         }
         let now = self.now;
@@ -293,7 +293,7 @@ impl Sim {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
         }
-        if !self.ipi_acks[v as usize].due.is_empty() {
+        if !self.ipi_acks[v as usize].is_empty() {
             self.resume_acks(v);
         }
         // A vCPU preempted in its HLT exit keeps its IPIs for `vcpu_block`, which then re-enters

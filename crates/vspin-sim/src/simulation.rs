@@ -174,9 +174,12 @@ pub struct Sim {
     /// ([`Req::Relax`]) spins: nothing else touches them.
     first_relax_word: u32,
     pub(crate) spare_watchers: Vec<u32>,
-    /// Per vCPU, the acknowledgements of IPIs whose handlers are in its host work (`ipi.rs`);
-    /// beside the vCPUs rather than in them, which keeps `Vcpu` as small as the hot path wants.
-    pub(crate) ipi_acks: Vec<crate::ipi::PendingAcks>,
+    /// Per vCPU, the acknowledgements of the IPIs whose handlers are in its host work (`ipi.rs`):
+    /// the sender of each, and while the vCPU runs, when its `IpiAck` is due; while it is
+    /// descheduled, how much of its host work still comes before that handler's end. An `IpiAck`
+    /// that finds no entry due then (its target was descheduled, and the entry moved) is stale.
+    /// Beside the vCPUs rather than in them, which keeps `Vcpu` as small as the hot path wants.
+    pub(crate) ipi_acks: Vec<Vec<(u32, Time)>>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
     /// Each lock keeps its own waits and holds for the results (`[record] locks`).
@@ -443,7 +446,7 @@ impl Sim {
         // co-schedule each VM's vCPUs, the very cure for lock-waiter preemption).
         let start_vruntime = rng.below(self.costs.sched_latency);
         self.guests.push(start(rng));
-        self.ipi_acks.push(Default::default());
+        self.ipi_acks.push(Vec::new());
         self.vcpus.push(Vcpu {
             vm,
             index,
