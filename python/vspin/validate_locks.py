@@ -240,12 +240,14 @@ def host_scenario(host: dict, lock: str, threads: int, seconds: float, cs_ns: fl
             "pin": [i % cpus for i in range(threads)] if pin == "round-robin" else "none",
             "lock": lock,
             "guest_hz": GUEST_HZ,
-            # Every parameter of the guest loop is set, so the preset contributes nothing. The
-            # benchmark's busy loops have calibrated lengths, with the little jitter measured.
+            # Every parameter of the guest loop is set, so the preset contributes nothing (no
+            # lock with interrupts off: a thread's futex wait is ended by signals and wakes
+            # alike). The benchmark's busy loops have calibrated lengths, with the little jitter
+            # measured.
             "workload": {
                 "preset": "kernbench", "think_ns": think_ns, "cs_ns": cs_ns, "locks": 1, "zipf_s": 0.0,
                 "cs_long_probability": 0.0, "block_probability": 0.0, "shootdown_probability": 0.0,
-                "wake_probability": 0.0, "durations": "fixed", "jitter": loop_jitter(loop_cv, cs_ns, think_ns),
+                "wake_probability": 0.0, "irqs_off_share": 0.0, "durations": "fixed", "jitter": loop_jitter(loop_cv, cs_ns, think_ns),
             },
             **quota,
         }],

@@ -30,6 +30,10 @@ pub(crate) enum Note {
     LockBegin(u32),
     LockAcquired(u32),
     LockRelease(u32),
+    /// `local_irq_save` before a lock taken with interrupts off.
+    InterruptsOff,
+    /// `local_irq_restore` after its unlock.
+    InterruptsOn,
     WorkDone,
 }
 

@@ -2,7 +2,8 @@
 //! a halt, the wake-up of a blocked vCPU thread, and the PV kick (`kvm_pv_kick_cpu_op`,
 //! `kernel-mechanisms.md` §1.4 and §5.5).
 //!
-//! A vCPU halts in the PV lock slow path (until a kick or its next guest tick), in guest idle
+//! A vCPU halts in the PV lock slow path (until a kick or its next guest tick; for a lock taken
+//! with interrupts off, until a kick alone: `kvm_lock_spinning`'s `halt()`), in guest idle
 //! (until its sleep ends or an IPI arrives) and when its VM has finished. The HLT exit ends in
 //! `vcpu_block`: re-enter at once if a wake-up is already pending, else poll for one (halt
 //! polling, while the pCPU has nothing else to run), else block and give the pCPU away.
@@ -83,7 +84,7 @@ impl Sim {
     /// `kvm_vcpu_check_block`: a kick, an interrupt or a due idle timer is pending, so the halt
     /// must not block.
     pub(crate) fn wake_pending(vc: &crate::vcpu::Vcpu, now: Time) -> bool {
-        vc.pv_unhalted || !vc.pending_ipis.is_empty() || matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at <= now)
+        vc.pv_unhalted || Self::has_deliverable_ipis(vc) || matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at <= now)
     }
 
     /// A poll ends without a wake-up having reached it while it ran (its pCPU wants another
@@ -121,11 +122,15 @@ impl Sim {
     }
 
     /// The guest timer that ends a halt: the next guest tick in the PV lock slow path (the
-    /// halt is a `safe_halt`), the idle sleep's end in guest idle.
+    /// halt is a `safe_halt`; with interrupts off, a `halt` that no tick ends), the idle sleep's
+    /// end in guest idle.
     fn arm_halt_timer(&mut self, v: u32, reason: HaltReason) {
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         let timer = match reason {
+            // With interrupts off the tick wakes the vCPU thread, which finds nothing it may
+            // inject and blocks again (not charged): the halt goes on.
+            HaltReason::LockWait if vc.irqs_off => None,
             HaltReason::LockWait => {
                 let vm = &self.vms[vc.vm as usize];
                 Some(next_guest_tick(now, vm.guest_tick_ns, vm.guest_tick_phase_ns))
@@ -407,6 +412,23 @@ mod tests {
         s.now = at;
         s.guest_timer(0, gen);
         assert_ne!(s.vcpus[0].host, HostState::Blocked, "woken by its tick");
+    }
+
+    #[test]
+    fn a_vcpu_halted_with_interrupts_off_for_a_lock_is_woken_by_a_kick_alone() {
+        // `kvm_lock_spinning` halts with `halt()`, not `safe_halt()`, for a lock taken with
+        // interrupts off: no tick ends it, an IPI stays pending, only the kick wakes it.
+        let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
+        s.vcpus[0].irqs_off = true;
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked);
+        let timers = std::iter::from_fn(|| s.q.pop()).filter(|(_, e)| matches!(e, crate::engine::Event::GuestTimer { vcpu: 0, .. })).count();
+        assert_eq!(timers, 0, "no tick is armed");
+        s.deliver_ipi(1, 0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked, "an IPI does not end the halt");
+        s.kick(0);
+        assert_ne!(s.vcpus[0].host, HostState::Blocked, "a kick does");
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "the IPI waits for interrupts to be restored");
     }
 
     /// When the guest timer of `v`'s halt for a lock, begun on pCPU `p` at `now` on a fresh host

@@ -3,13 +3,15 @@
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
 //! and is handled only when the target runs: a target descheduled inside that work acknowledges
-//! only after it has run the rest (`postpone_acks`, `resume_acks`).
+//! only after it has run the rest (`postpone_acks`, `resume_acks`). A target whose guest runs with
+//! interrupts off, waiting for or holding a lock taken that way, takes its IPIs only when it
+//! restores them after the unlock (`has_deliverable_ipis`).
 use crate::engine::{Event, Time};
 use crate::guest::{Req, Response};
 use crate::memory::Access;
 use crate::scenario::TlbFlush;
 use crate::simulation::Sim;
-use crate::vcpu::{Act, After, HaltReason, HostState, HostWork};
+use crate::vcpu::{Act, After, HaltReason, HostState, HostWork, Vcpu};
 
 impl Sim {
     /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
@@ -146,8 +148,12 @@ impl Sim {
         let halting = self.in_hlt_exit(to);
         let t = &mut self.vcpus[to as usize];
         t.pending_ipis.push(from);
-        let (host, polling) = (t.host, self.polling(to));
+        let (host, irqs_off) = (t.host, t.irqs_off);
+        let polling = self.polling(to);
         match host {
+            // Held in the local APIC until `local_irq_restore`. A halted target's thread is
+            // woken by KVM and blocks again, finding nothing it may inject (not charged).
+            _ if irqs_off => {}
             HostState::Running if polling => self.poll_succeeds(to),
             HostState::Running if !halting && !self.held_at_next_entry(to) => self.handle_ipis_now(to),
             HostState::Running | HostState::Runnable => {}
@@ -167,13 +173,23 @@ impl Sim {
         self.continue_if_running(v);
     }
 
+    /// Whether `vc` has IPIs pending that it can take now. With interrupts off (`Vcpu::irqs_off`)
+    /// it has none, whether it spins, holds the lock or halts: `kvm_arch_vcpu_runnable` ignores
+    /// an interrupt the guest cannot take, so a halt with IF = 0 ends only by a kick.
+    pub(crate) fn has_deliverable_ipis(vc: &Vcpu) -> bool {
+        !vc.irqs_off && !vc.pending_ipis.is_empty()
+    }
+
     /// Add the handling of every pending IPI to the vCPU's host work; each is acknowledged when
-    /// its handler has run.
+    /// its handler has run. With interrupts off they stay pending.
     pub(crate) fn handle_pending_ipis(&mut self, v: u32) {
         let c = &self.costs;
         let handle = c.vm_exit + c.ipi_send + c.vm_entry;
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
+        if vc.irqs_off {
+            return;
+        }
         let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
         for from in std::mem::take(&mut vc.pending_ipis) {
             hw.remaining += handle;
@@ -311,6 +327,26 @@ mod tests {
         let rest = s.now + handle - handle / 2;
         assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the rest of the handler");
         assert_eq!(s.ipi_acks[1], vec![(0, rest)], "only the second is due");
+    }
+
+    #[test]
+    fn a_target_with_interrupts_off_acknowledges_only_after_restoring_them() {
+        // A vCPU waiting for or holding a lock taken with `spin_lock_irqsave` takes the flush's
+        // IPI at `local_irq_restore`, after its unlock, and the sender waits until then.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Ready);
+        s.vcpus[1].irqs_off = true;
+        assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "none handled yet");
+        assert_eq!(s.vcpus[1].pending_ipis, vec![0]);
+        s.now = 20_000;
+        assert!(!s.note(1, crate::guest::Note::InterruptsOn), "the interrupt-window exit is host work");
+        let acks: Vec<u64> = std::iter::from_fn(|| s.q.pop())
+            .filter_map(|(at, e)| matches!(e, Event::IpiAck { from: 0, to: 1 }).then_some(at))
+            .collect();
+        let c = &s.costs;
+        assert_eq!(acks, vec![20_000 + c.vm_exit + c.ipi_send + c.vm_entry]);
     }
 
     #[test]

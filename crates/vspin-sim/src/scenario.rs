@@ -782,6 +782,8 @@ pub struct WorkloadConfig {
     pub shootdown_probability: Option<f64>,
     pub shootdown_targets: Option<u32>,
     pub wake_probability: Option<f64>,
+    /// Share of the locks taken with interrupts off (`workload::Profile::irqs_off`).
+    pub irqs_off_share: Option<f64>,
     pub threads_per_vcpu: Option<u32>,
     /// How think times and critical sections are drawn from `think_ns`, `cs_ns`, `cs_long_ns`.
     pub durations: Option<Durations>,
@@ -1383,6 +1385,11 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
             }
         }
     }
+    if let Some(v) = w.irqs_off_share {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(err(f("irqs_off_share"), format!("{v} is not a share of the locks; allowed 0.0..=1.0")));
+        }
+    }
     if let Some(s) = w.zipf_s {
         non_negative(&f("zipf_s"), s)?;
     }
@@ -1423,7 +1430,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     let preset = crate::workload::Profile::preset(w.preset, 0);
     // Without locks (`cpu-hog` unless `locks` is given) the loop never enters a critical section.
     if profile.locks == 0 {
-        let lock_keys = [("cs_ns", w.cs_ns.is_some()), ("cs_long_probability", w.cs_long_probability.is_some()), ("cs_long_ns", w.cs_long_ns.is_some()), ("zipf_s", w.zipf_s.is_some())];
+        let lock_keys = [("cs_ns", w.cs_ns.is_some()), ("cs_long_probability", w.cs_long_probability.is_some()), ("cs_long_ns", w.cs_long_ns.is_some()), ("zipf_s", w.zipf_s.is_some()), ("irqs_off_share", w.irqs_off_share.is_some())];
         if let Some((name, _)) = lock_keys.iter().find(|(_, given)| *given) {
             return Err(err(f(name), format!("has no effect: the {} preset takes no locks; set locks too", w.preset.name())));
         }

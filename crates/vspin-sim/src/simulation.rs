@@ -493,6 +493,7 @@ impl Sim {
             halt_started: None,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
+            irqs_off: false,
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,
@@ -695,7 +696,7 @@ impl Sim {
                 }
                 // Not held after all (the VM got budget meanwhile): the IPIs that waited for the
                 // entry are handled now.
-                if !self.vcpus[v as usize].pending_ipis.is_empty() {
+                if Self::has_deliverable_ipis(&self.vcpus[v as usize]) {
                     return self.handle_ipis_now(v);
                 }
             }
@@ -930,13 +931,26 @@ impl Sim {
 
     // ----- bookkeeping notes from the workload --------------------------------------------------
 
-    fn note(&mut self, v: u32, n: Note) -> bool {
+    pub(crate) fn note(&mut self, v: u32, n: Note) -> bool {
         let vm_id = self.vcpus[v as usize].vm;
         let lock_base = self.lock_base(vm_id);
         match n {
             Note::LockBegin(l) => self.lock_begin(v, lock_base + l),
             Note::LockAcquired(l) => self.lock_acquired(v, lock_base + l),
             Note::LockRelease(l) => self.lock_release(v, lock_base + l),
+            Note::InterruptsOff => self.vcpus[v as usize].irqs_off = true,
+            Note::InterruptsOn => {
+                let vc = &mut self.vcpus[v as usize];
+                vc.irqs_off = false;
+                // The IPIs that came meanwhile are taken now (an interrupt-window exit).
+                if !vc.pending_ipis.is_empty() {
+                    vc.act = Act::Ready;
+                    vc.response = Response::NONE;
+                    vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
+                    self.handle_pending_ipis(v);
+                    return false;
+                }
+            }
             Note::WorkDone => {
                 if let Some(l) = self.vcpus[v as usize].releasing.take() {
                     self.locks[l as usize].releasers -= 1;

@@ -10,9 +10,10 @@
 //!     compute(think)                          // useful work outside any contended lock
 //!     maybe block(block)                      // switch to another runnable thread; with none,
 //!                                             // guest idle: the vCPU halts until a wake-up
-//!     lock(l)   with l drawn from Zipf(s) over `locks` locks (none: skip to the IPIs)
+//!     lock(l)   with l drawn from Zipf(s) over `locks` locks (none: skip to the IPIs);
+//!               with interrupts off first if l is one of the `irqs_off_share` of them
 //!     compute(cs, or cs_long with its probability)  // critical section
-//!     unlock(l)
+//!     unlock(l) and restore interrupts            // pending IPIs are handled now
 //!     maybe shootdown(targets)                // synchronous IPI, after the page-table lock
 //!     maybe wake a sleeping peer              // reschedule IPI (a message, a completion)
 //!     one work unit done
@@ -27,6 +28,13 @@
 //! blocked, and a reschedule IPI from a peer (`wake_peer`) ends the halt by making the next
 //! thread runnable, one from the barrier by making the threads it woke runnable. One thread per
 //! vCPU (the default) is a guest whose vCPU goes idle whenever its one thread blocks.
+//!
+//! A lock taken with interrupts off (`spin_lock_irqsave`, `spin_lock_irq`) holds its waiter's and
+//! its holder's IPIs until `local_irq_restore` after the unlock, and its PV slow path halts with
+//! interrupts off, a halt only a kick ends (`Sim::has_deliverable_ipis`). Which of a preset's locks
+//! are such locks is a share of them, `irqs_off_share`, spread evenly over the popularity ranks
+//! ([`Profile::irqs_off`]): the presets' lock sets are named in `docs/calibration.md`, their
+//! ranks are not.
 //!
 //! The presets are estimates from what each benchmark does in the kernel, documented with their
 //! reasoning in `docs/calibration.md`; none is fitted to a figure.
@@ -50,6 +58,8 @@ pub struct Profile {
     pub shootdown_probability: f64,
     pub shootdown_targets: u32,
     pub wake_probability: f64,
+    /// Share of the locks taken with interrupts off.
+    pub irqs_off_share: f64,
     pub threads_per_vcpu: u32,
     pub durations: Durations,
     /// With fixed durations, each length's coefficient of variation (uniform around the mean).
@@ -60,6 +70,8 @@ pub struct Profile {
     pub barrier_every: u32,
     /// Cumulative lock popularity.
     cdf: Vec<f64>,
+    /// Whether the lock of each popularity rank is taken with interrupts off.
+    irqs_off: Vec<bool>,
 }
 
 impl Profile {
@@ -68,7 +80,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = cfg.$f { p.$f = v; } )* };
         }
-        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, threads_per_vcpu, durations, jitter, barrier_every);
+        take!(think_ns, cs_ns, cs_long_probability, cs_long_ns, locks, zipf_s, block_probability, block_ns, shootdown_probability, shootdown_targets, wake_probability, irqs_off_share, threads_per_vcpu, durations, jitter, barrier_every);
         p.shootdown_targets = p.shootdown_targets.min(vcpus.saturating_sub(1));
         if p.shootdown_targets == 0 {
             p.shootdown_probability = 0.0;
@@ -80,7 +92,16 @@ impl Profile {
             acc += w / total;
             acc
         }).collect();
+        // Rank k is marked when the running count of marks, rounded, steps up at it: a share of
+        // one half marks ranks 0, 2, 4, …, a quarter ranks 1, 5, 9, …, the whole share all.
+        let marks = |k: u32| libm::floor(k as f64 * p.irqs_off_share + 0.5);
+        p.irqs_off = (0..p.locks).map(|k| marks(k + 1) > marks(k)).collect();
         p
+    }
+
+    /// Whether lock `l` (a popularity rank) is taken with interrupts off.
+    pub(crate) fn irqs_off(&self, l: usize) -> bool {
+        self.irqs_off[l]
     }
 
     /// A preset's own values, before a scenario's overrides and before they are fitted to a VM
@@ -98,15 +119,18 @@ impl Profile {
             shootdown_probability: 0.0,
             shootdown_targets: 0,
             wake_probability: 0.0,
+            irqs_off_share: 0.0,
             threads_per_vcpu: 1,
             durations: Durations::Exponential,
             jitter: 0.0,
             switch_ns,
             barrier_every: 0,
             cdf: Vec::new(),
+            irqs_off: Vec::new(),
         };
         match preset {
             Preset::Kernbench => Profile {
+                irqs_off_share: 0.5,
                 block_probability: 0.002,
                 block_ns: 200_000.0,
                 shootdown_probability: 0.001,
@@ -114,6 +138,7 @@ impl Profile {
                 ..base(8_000.0, 400.0, 32, 1.0)
             },
             Preset::Hackbench => Profile {
+                irqs_off_share: 1.0,
                 block_probability: 0.5,
                 block_ns: 50_000.0,
                 wake_probability: 0.5,
@@ -124,11 +149,13 @@ impl Profile {
             // on and off the one zone's LRU 14 pages per `lru_lock` hold (~15 holds), and one
             // TLB flush to every vCPU of the mm. docs/calibration.md, row "ebizzy".
             Preset::Ebizzy => Profile {
+                irqs_off_share: 1.0,
                 shootdown_probability: 1.0 / 15.0,
                 shootdown_targets: u32::MAX,
                 ..base(20_000.0, 1_000.0, 1, 0.0)
             },
             Preset::Dvdstore => Profile {
+                irqs_off_share: 0.5,
                 block_probability: 0.05,
                 block_ns: 200_000.0,
                 wake_probability: 0.05,
@@ -138,6 +165,7 @@ impl Profile {
             },
             Preset::CpuHog => base(1_000_000.0, 0.0, 0, 0.0),
             Preset::Lkc => Profile {
+                irqs_off_share: 0.5,
                 cs_long_probability: 0.0005,
                 cs_long_ns: 200_000.0,
                 block_probability: 0.002,
@@ -147,6 +175,7 @@ impl Profile {
                 ..base(150_000.0, 400.0, 32, 1.0)
             },
             Preset::Exim => Profile {
+                irqs_off_share: 0.25,
                 cs_long_probability: 0.0005,
                 cs_long_ns: 200_000.0,
                 block_probability: 0.02,
@@ -160,6 +189,7 @@ impl Profile {
             // shared ext4, jbd2 and VFS spinlocks per operation; 1.21% of operations are Flush,
             // an `fsync` that waits ~4 ms. docs/calibration.md, row "dbench".
             Preset::Dbench => Profile {
+                irqs_off_share: 0.125,
                 cs_long_probability: 0.001,
                 cs_long_ns: 20_000.0,
                 block_probability: 0.007,
@@ -167,6 +197,7 @@ impl Profile {
                 ..base(6_700.0, 400.0, 16, 1.0)
             },
             Preset::Metis => Profile {
+                irqs_off_share: 0.5,
                 shootdown_probability: 0.002,
                 shootdown_targets: 2,
                 ..base(150_000.0, 200.0, 256, 0.0)
@@ -430,6 +461,10 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
         // an I/O-bound or IPI-heavy neighbour that contends for no lock of its own.
         if profile.locks > 0 {
             let l = profile.pick_lock(&mut rng);
+            let irqs_off = profile.irqs_off(l);
+            if irqs_off {
+                cpu.note(Note::InterruptsOff).await;
+            }
             cpu.note(Note::LockBegin(l as u32)).await;
             locks[l].lock(&cpu).await;
             cpu.note(Note::LockAcquired(l as u32)).await;
@@ -438,6 +473,9 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             cpu.note(Note::LockRelease(l as u32)).await;
             // SAFETY: this thread took `locks[l]` above.
             unsafe { locks[l].unlock(&cpu).await };
+            if irqs_off {
+                cpu.note(Note::InterruptsOn).await;
+            }
         }
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.
         if profile.shootdown_probability > 0.0 && rng.uniform() < profile.shootdown_probability {
@@ -490,5 +528,18 @@ mod tests {
         let (mut rng, mut untouched) = (Rng::stream(1, 0), Rng::stream(1, 0));
         assert!((0..100).all(|_| p.length(&mut rng, 300.4) == 300));
         assert_eq!(rng.next_u64(), untouched.next_u64());
+    }
+
+    #[test]
+    fn the_locks_taken_with_interrupts_off_are_spread_evenly_over_the_popularity_ranks() {
+        let marked = |share: f64| {
+            let p = profile(&format!("preset = \"kernbench\"\nlocks = 8\nirqs_off_share = {share:?}"));
+            (0..8).filter(|&l| p.irqs_off(l)).collect::<Vec<_>>()
+        };
+        assert_eq!(marked(0.0), Vec::<usize>::new());
+        assert_eq!(marked(0.25), vec![1, 5]);
+        assert_eq!(marked(0.5), vec![0, 2, 4, 6]);
+        assert_eq!(marked(1.0), (0..8).collect::<Vec<_>>());
+        assert!(profile("preset = \"ebizzy\"").irqs_off(0), "ebizzy's one lock, `lru_lock`, is taken with interrupts off");
     }
 }

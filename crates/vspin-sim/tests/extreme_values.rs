@@ -45,6 +45,7 @@ const EDGES: &[(&str, &str, &[&str])] = &[
     ("workload", "block_ns", &["1e-9", "3.6e12"]),
     ("workload", "shootdown_probability", &["1.0"]),
     ("workload", "wake_probability", &["1.0"]),
+    ("workload", "irqs_off_share", &["0.0", "1.0"]),
     ("workload", "threads_per_vcpu", &["4096"]),
     ("vm", "work_units", &["1", "9223372036854775807"]),
     ("vm", "guest_hz", &["10", "10000"]),

@@ -107,10 +107,13 @@ fn scenario() -> impl Strategy<Value = String> {
                 } else {
                     String::new()
                 };
+                // No lock, half of them or all taken with interrupts off (a PV halt only a kick
+                // ends; IPIs held until the unlock).
+                let irqs_off = [0.0, 0.5, 1.0][(seed % 3) as usize];
                 t += &format!(
                     "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
-                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}{durations}{barrier} }}\n{cpu_max}"
+                     block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}, irqs_off_share = {irqs_off:?}{durations}{barrier} }}\n{cpu_max}"
                 );
             }
             // Every other seed keeps each lock's waits and holds as well.

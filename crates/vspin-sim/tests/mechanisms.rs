@@ -363,7 +363,7 @@ fn tlb_flush_host(scheduler: &str, flush: &str) -> Scenario {
     Scenario::from_toml(&format!(
         "duration_ms = 300\n[host]\ncores_per_socket = 2\n[hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"off\" }}\n\
          [[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"tas\"\ntlb_flush = \"{flush}\"\n\
-         workload = {{ preset = \"kernbench\", locks = 256, zipf_s = 0.0, cs_ns = 10, block_probability = 0.0, shootdown_probability = 0.5, shootdown_targets = 1 }}\n\
+         workload = {{ preset = \"kernbench\", locks = 256, zipf_s = 0.0, cs_ns = 10, block_probability = 0.0, shootdown_probability = 0.5, shootdown_targets = 1, irqs_off_share = 0.0 }}\n\
          [[vm]]\nname = \"hog\"\nvcpus = 1\npin = [1]\nlock = \"tas\"\nworkload = {{ preset = \"cpu-hog\" }}\n"
     ))
     .expect("valid scenario")
