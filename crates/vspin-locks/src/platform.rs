@@ -206,7 +206,10 @@ pub trait Platform {
     /// an attempt can stall longer than PLE's `ple_gap` and keep the loop from counting as one.
     async fn spin_test_and_set(&self, w: &Self::Word, bits: u64, max_pauses: u64) -> SpinOutcome;
 
-    /// Paravirtual wait (`halt()` / `futex_wait`): block until kicked. May return spuriously.
+    /// Paravirtual wait (`halt()` / `futex_wait`): block until kicked. May return spuriously:
+    /// in a guest, at an interrupt if the lock was taken with interrupts on (`safe_halt`); one
+    /// taken with them off halts until the kick alone, so no protocol may count on a spurious
+    /// return to recover a lost kick.
     async fn halt(&self);
     /// Paravirtual wake of `cpu` (`KVM_HC_KICK_CPU` / `futex_wake`).
     async fn kick(&self, cpu: CpuId);

@@ -358,7 +358,8 @@ fn the_timeline_marks_each_ple_epoch_with_its_inefficiency_and_aples_next_window
 
 /// vCPU 0 of a two-vCPU guest has pCPU 0 to itself and flushes the TLB of vCPU 1, which shares
 /// pCPU 1 with a CPU hog, every other work unit. 256 locks held 10 ns each: a holder is almost
-/// never preempted, so what vCPU 0 spins is its flushes' waits.
+/// never preempted, so what vCPU 0 spins is its flushes' waits. Every lock is taken with
+/// interrupts on, so vCPU 1 takes the IPI as soon as it runs, whatever it holds.
 fn tlb_flush_host(scheduler: &str, flush: &str) -> Scenario {
     Scenario::from_toml(&format!(
         "duration_ms = 300\n[host]\ncores_per_socket = 2\n[hypervisor]\nscheduler = \"{scheduler}\"\nple = {{ policy = \"off\" }}\n\
