@@ -63,7 +63,7 @@ impl Sim {
         if Self::wake_pending(vc, now) {
             vc.halt_started = None;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
-            self.handle_pending_ipis(v);
+            self.handle_pending_ipis(v, false);
             return;
         }
         vc.halt_started = Some(now);
@@ -188,7 +188,7 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
-        self.handle_pending_ipis(v);
+        self.handle_pending_ipis(v, false);
         self.continue_if_running(v);
     }
 

@@ -1,8 +1,9 @@
 //! Guest IPIs: synchronous TLB shootdowns (by IPI, the sender waiting for every target's
 //! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`),
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
-//! runs, waits for a pCPU or is halted. An IPI costs its target an exit, the handler and an entry,
-//! and is handled only when the target runs: a target descheduled inside that work acknowledges
+//! runs, waits for a pCPU or is halted. An IPI costs its target the handler, plus an exit and an
+//! entry if it interrupts guest mode (otherwise KVM injects it at the next entry), and is handled
+//! only when the target runs: a target descheduled inside that work acknowledges
 //! only after it has run the rest (`postpone_acks`, `resume_acks`). A target whose guest runs with
 //! interrupts off, waiting for or holding a lock taken that way, takes its IPIs only when it
 //! restores them after the unlock (`has_deliverable_ipis`).
@@ -161,15 +162,17 @@ impl Sim {
         }
     }
 
-    /// The running vCPU `v` handles its pending IPIs now: an exit, the handlers and a VM entry,
-    /// after any host work it was doing.
+    /// The running vCPU `v` handles its pending IPIs now. In guest mode they force an exit
+    /// (the host's IPI to its pCPU), and KVM injects them at the entry that follows; in host work
+    /// they are injected at that work's own entry, so only the guest's handlers are added.
     pub(crate) fn handle_ipis_now(&mut self, v: u32) {
         self.stop_segment(v);
         let vc = &mut self.vcpus[v as usize];
-        if vc.host_work.is_none() {
+        let in_guest = vc.host_work.is_none();
+        if in_guest {
             vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
         }
-        self.handle_pending_ipis(v);
+        self.handle_pending_ipis(v, in_guest);
         self.continue_if_running(v);
     }
 
@@ -180,19 +183,25 @@ impl Sim {
         !vc.irqs_off && !vc.pending_ipis.is_empty()
     }
 
-    /// Add the handling of every pending IPI to the vCPU's host work; each is acknowledged when
-    /// its handler has run. With interrupts off they stay pending.
-    pub(crate) fn handle_pending_ipis(&mut self, v: u32) {
+    /// Add the handling of every pending IPI to the vCPU's host work: an exit and an entry first
+    /// if it must `exit` guest mode to take them (KVM without posted interrupts injects only at
+    /// a VM entry, so a vCPU in host work, or one about to enter, needs none), then each guest
+    /// handler (`ipi_send_ns` stands for `flush_tlb_func` and `csd_unlock`), acknowledged as it
+    /// ends. With interrupts off they stay pending.
+    pub(crate) fn handle_pending_ipis(&mut self, v: u32, exit: bool) {
         let c = &self.costs;
-        let handle = c.vm_exit + c.ipi_send + c.vm_entry;
+        let (handler, exit_and_entry) = (c.ipi_send, c.vm_exit + c.vm_entry);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
-        if vc.irqs_off {
+        if vc.irqs_off || vc.pending_ipis.is_empty() {
             return;
         }
         let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
+        if exit {
+            hw.remaining += exit_and_entry;
+        }
         for from in std::mem::take(&mut vc.pending_ipis) {
-            hw.remaining += handle;
+            hw.remaining += handler;
             self.q.push(now + hw.remaining, Event::IpiAck { from, to: v });
             self.ipi_acks[v as usize].push((from, now + hw.remaining));
         }
@@ -327,6 +336,27 @@ mod tests {
         let rest = s.now + handle - handle / 2;
         assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the rest of the handler");
         assert_eq!(s.ipi_acks[1], vec![(0, rest)], "only the second is due");
+    }
+
+    #[test]
+    fn a_target_not_in_guest_mode_takes_its_ipi_at_its_next_entry_with_no_exit_of_its_own() {
+        // KVM without posted interrupts injects a pending interrupt at `vcpu_enter_guest`: a
+        // preempted target pays its handler after the switch-in's entry, and no exit.
+        let switch_in_work = |ipi: bool| {
+            let mut s = guest("ple = { policy = \"off\" }", "ipi");
+            s.now = 5_000;
+            let vc = &mut s.vcpus[2];
+            (vc.host, vc.preempted, vc.act, vc.pcpu) = (HostState::Runnable, true, Act::Compute { remaining: 1_000 }, 1);
+            if ipi {
+                assert!(!s.shootdown(0, 2, 1), "the sender waits for vCPU 2");
+                assert_eq!(s.vcpus[2].pending_ipis, vec![0]);
+            }
+            s.pcpus[1].curr = Some(2);
+            s.switch_in(2, 1);
+            s.vcpus[2].host_work.map(|w| w.remaining).unwrap_or(0)
+        };
+        let ipi_send = guest("ple = { policy = \"off\" }", "ipi").costs.ipi_send;
+        assert_eq!(switch_in_work(true), switch_in_work(false) + ipi_send);
     }
 
     #[test]

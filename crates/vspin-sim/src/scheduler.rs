@@ -299,7 +299,7 @@ impl Sim {
         // A vCPU preempted in its HLT exit keeps its IPIs for `vcpu_block`, which then re-enters
         // to handle them (the interrupt ends a `safe_halt`) instead of blocking.
         if !self.in_hlt_exit(v) && !self.held_at_next_entry(v) {
-            self.handle_pending_ipis(v);
+            self.handle_pending_ipis(v, false);
         }
         self.on_switched_in(v);
         self.run_vcpu(v);

@@ -695,9 +695,11 @@ impl Sim {
                     return;
                 }
                 // Not held after all (the VM got budget meanwhile): the IPIs that waited for the
-                // entry are handled now.
+                // entry are injected at it.
                 if Self::has_deliverable_ipis(&self.vcpus[v as usize]) {
-                    return self.handle_ipis_now(v);
+                    self.vcpus[v as usize].host_work = Some(HostWork { remaining: 0, after: After::Nothing });
+                    self.handle_pending_ipis(v, false);
+                    return self.continue_if_running(v);
                 }
             }
             self.after_host_work(v, hw.after);
@@ -947,7 +949,7 @@ impl Sim {
                     vc.act = Act::Ready;
                     vc.response = Response::NONE;
                     vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
-                    self.handle_pending_ipis(v);
+                    self.handle_pending_ipis(v, true);
                     return false;
                 }
             }
