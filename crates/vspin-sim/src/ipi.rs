@@ -142,9 +142,10 @@ impl Sim {
         self.end_halt(t);
     }
 
-    /// An IPI is handled once its target runs: at once if running (an exit, the handler and a VM
-    /// entry on the target), at its next switch-in if preempted, after a wake-up if halted; one
-    /// arriving during an HLT exit keeps the halt from blocking.
+    /// An IPI is handled once its target runs: at once if running (an exit, a VM entry and the
+    /// handler in guest mode; the handler alone in host work), after its next switch-in's entry
+    /// if preempted, after a wake-up if halted, after `local_irq_restore` if its interrupts are
+    /// off; one arriving during an HLT exit keeps the halt from blocking.
     pub(crate) fn deliver_ipi(&mut self, from: u32, to: u32) {
         let halting = self.in_hlt_exit(to);
         let t = &mut self.vcpus[to as usize];
