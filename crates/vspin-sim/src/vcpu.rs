@@ -166,9 +166,9 @@ pub(crate) struct Vcpu {
     /// yield's user-mode filter).
     pub computing_in_kernel: bool,
     pub pending_ipis: Vec<u32>,
-    /// The guest runs with interrupts off (IF = 0), from `local_irq_save` before taking a lock
-    /// taken that way to `local_irq_restore` after its unlock: its IPIs wait, and a halt then
-    /// ends only by a kick (`Sim::has_deliverable_ipis`).
+    /// The guest runs with interrupts off (IF = 0), from the `local_irq_save` of a
+    /// `spin_lock_irqsave` to the `local_irq_restore` after its unlock: its IPIs wait, and a halt
+    /// then ends only by a kick (`Sim::has_deliverable_ipis`).
     pub irqs_off: bool,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
