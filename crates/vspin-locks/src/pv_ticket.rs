@@ -63,8 +63,9 @@ pub(crate) async fn check_and_clear_slowpath<P: Platform>(p: &P, word: &P::Word,
 
 /// `kvm_lock_spinning(lock, want)` (arch/x86/kernel/kvm.c, v3.19). The kernel halts with
 /// `safe_halt()` (interrupts on) or, for a lock taken with interrupts off, `halt()`; which one is
-/// the platform's: the simulator's halt is always the former (`docs/calibration.md`, "PV-lock
-/// halt is `safe_halt`"), and a futex wait has no such distinction.
+/// the platform's: the simulator's halt follows the guest's interrupt state, which its workload
+/// sets per lock (`docs/calibration.md`, "PV-lock halt is `safe_halt`, or `halt` with
+/// interrupts off"), and a futex wait has no such distinction.
 pub(crate) async fn lock_spinning<P: Platform>(p: &P, word: &P::Word, want: u64) {
     let me = p.cpu();
     let w_lock = p.per_cpu(me, PerCpuSlot::PvWaitLock);

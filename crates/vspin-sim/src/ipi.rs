@@ -157,7 +157,7 @@ impl Sim {
             // woken by KVM and blocks again, finding nothing it may inject (not charged).
             _ if irqs_off => {}
             HostState::Running if polling => self.poll_succeeds(to),
-            HostState::Running if !halting && !self.held_at_next_entry(to) => self.handle_ipis_now(to),
+            HostState::Running if !halting && !self.held_at_next_entry(to) && !self.yields_before_entry(to) => self.handle_ipis_now(to),
             HostState::Running | HostState::Runnable => {}
             HostState::Blocked => self.wake(to),
         }
@@ -175,6 +175,14 @@ impl Sim {
         }
         self.handle_pending_ipis(v, in_guest);
         self.continue_if_running(v);
+    }
+
+    /// Whether `v`'s host work ends in `schedule()` (a yield) before its next VM entry, where KVM
+    /// injects: its IPIs wait for that entry, here or after its next switch-in.
+    fn yields_before_entry(&self, v: u32) -> bool {
+        self.vcpus[v as usize]
+            .host_work
+            .is_some_and(|hw| matches!(hw.after, After::Yield | After::YieldedInHandler | After::PleDone { yielded: true }))
     }
 
     /// Whether `vc` has IPIs pending that it can take now. With interrupts off (`Vcpu::irqs_off`)
@@ -220,13 +228,14 @@ impl Sim {
         }
     }
 
-    /// `v` runs again: queue the acknowledgements [`postpone_acks`](Self::postpone_acks) kept.
+    /// `v` runs again: queue the acknowledgements [`postpone_acks`](Self::postpone_acks) kept,
+    /// after the `switch` work (context switch, wake-up) that now comes before the rest.
     #[cold]
     #[inline(never)]
-    pub(crate) fn resume_acks(&mut self, v: u32) {
+    pub(crate) fn resume_acks(&mut self, v: u32, switch: u64) {
         let now = self.now;
         for (from, at) in &mut self.ipi_acks[v as usize] {
-            *at += now;
+            *at += now + switch;
             self.q.push(*at, Event::IpiAck { from: *from, to: v });
         }
     }
@@ -328,14 +337,17 @@ mod tests {
         s.now = 1_000_000;
         s.pcpus[1].curr = Some(1);
         s.switch_in(1, 1);
+        // The switch-in's own work (context switch, a C-state exit) comes before the rest.
+        let work = s.vcpus[1].host_work.map(|w| w.remaining).expect("host work after the switch-in");
+        let rest = s.now + work;
+        assert!(work > handle - handle / 2, "the switch costs something");
         let acks: Vec<u64> = std::iter::from_fn(|| s.q.pop())
             .filter_map(|(at, e)| match e {
                 Event::IpiAck { to: 1, .. } => Some(at),
                 _ => None,
             })
             .collect();
-        let rest = s.now + handle - handle / 2;
-        assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the rest of the handler");
+        assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the switch and the rest of the handler");
         assert_eq!(s.ipi_acks[1], vec![(0, rest)], "only the second is due");
     }
 
@@ -358,6 +370,19 @@ mod tests {
         };
         let ipi_send = guest("ple = { policy = \"off\" }", "ipi").costs.ipi_send;
         assert_eq!(switch_in_work(true), switch_in_work(false) + ipi_send);
+    }
+
+    #[test]
+    fn a_target_whose_exit_ends_in_a_yield_takes_its_ipi_only_at_its_next_entry() {
+        // A yield's `schedule()` comes before the VM entry where KVM injects: the target may be
+        // switched out first, so the IPI waits for whichever entry comes next.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Ready);
+        s.vcpus[1].host_work = Some(crate::vcpu::HostWork { remaining: 500, after: crate::vcpu::After::Yield });
+        assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        assert_eq!(s.vcpus[1].pending_ipis, vec![0], "left for the entry");
+        assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "none handled yet");
     }
 
     #[test]

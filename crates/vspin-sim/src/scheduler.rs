@@ -294,7 +294,7 @@ impl Sim {
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
         }
         if !self.ipi_acks[v as usize].is_empty() {
-            self.resume_acks(v);
+            self.resume_acks(v, cost);
         }
         // A vCPU preempted in its HLT exit keeps its IPIs for `vcpu_block`, which then re-enters
         // to handle them (the interrupt ends a `safe_halt`) instead of blocking.

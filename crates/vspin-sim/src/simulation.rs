@@ -759,13 +759,15 @@ impl Sim {
     }
 
     /// The VM entry that ends an exit handler which may have called `schedule()`: paid here if
-    /// the vCPU kept its pCPU; a vCPU switched out pays it in `switch_in` when it runs again.
+    /// the vCPU kept its pCPU, with the IPIs that came during the handler injected at it; a vCPU
+    /// switched out pays it, and takes them, in `switch_in` when it runs again.
     fn reenter_if_running(&mut self, v: u32) {
         let entry = self.costs.vm_entry;
         let vc = &mut self.vcpus[v as usize];
         if vc.host == HostState::Running {
             debug_assert!(vc.host_work.is_none());
             vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
+            self.handle_pending_ipis(v, false);
         }
     }
 

@@ -18,8 +18,8 @@ pub(crate) enum HostState {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HaltReason {
-    /// Halted in the PV lock slow path with interrupts enabled (`safe_halt`): a kick or any
-    /// interrupt ends it.
+    /// Halted in the PV lock slow path: with interrupts enabled (`safe_halt`) a kick or any
+    /// interrupt ends it; for a lock taken with them off (`halt()`, `Vcpu::irqs_off`) only a kick.
     LockWait,
     /// Guest idle until a timer.
     Idle { wake_at: Time },
