@@ -168,11 +168,7 @@ impl Sim {
     /// they are injected at that work's own entry, so only the guest's handlers are added.
     pub(crate) fn handle_ipis_now(&mut self, v: u32) {
         self.stop_segment(v);
-        let vc = &mut self.vcpus[v as usize];
-        let in_guest = vc.host_work.is_none();
-        if in_guest {
-            vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
-        }
+        let in_guest = self.vcpus[v as usize].host_work.is_none();
         self.handle_pending_ipis(v, in_guest);
         self.continue_if_running(v);
     }
@@ -196,7 +192,7 @@ impl Sim {
     /// if it must `exit` guest mode to take them (KVM without posted interrupts injects only at
     /// a VM entry, so a vCPU in host work, or one about to enter, needs none), then each guest
     /// handler (`ipi_send_ns` stands for `flush_tlb_func` and `csd_unlock`), acknowledged as it
-    /// ends. With interrupts off they stay pending.
+    /// ends, in host work of its own if it had none. With interrupts off they stay pending.
     pub(crate) fn handle_pending_ipis(&mut self, v: u32, exit: bool) {
         let c = &self.costs;
         let (handler, exit_and_entry) = (c.ipi_send, c.vm_exit + c.vm_entry);
@@ -205,7 +201,7 @@ impl Sim {
         if vc.irqs_off || vc.pending_ipis.is_empty() {
             return;
         }
-        let hw = vc.host_work.as_mut().expect("IPIs are handled as host work");
+        let hw = vc.host_work.get_or_insert(HostWork { remaining: 0, after: After::Nothing });
         if exit {
             hw.remaining += exit_and_entry;
         }

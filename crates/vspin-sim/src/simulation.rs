@@ -697,7 +697,6 @@ impl Sim {
                 // Not held after all (the VM got budget meanwhile): the IPIs that waited for the
                 // entry are injected at it.
                 if Self::has_deliverable_ipis(&self.vcpus[v as usize]) {
-                    self.vcpus[v as usize].host_work = Some(HostWork { remaining: 0, after: After::Nothing });
                     self.handle_pending_ipis(v, false);
                     return self.continue_if_running(v);
                 }
@@ -950,7 +949,6 @@ impl Sim {
                 if !vc.pending_ipis.is_empty() {
                     vc.act = Act::Ready;
                     vc.response = Response::NONE;
-                    vc.host_work = Some(HostWork { remaining: 0, after: After::Nothing });
                     self.handle_pending_ipis(v, true);
                     return false;
                 }
