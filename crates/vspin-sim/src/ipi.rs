@@ -1,5 +1,6 @@
 //! Guest IPIs: synchronous TLB shootdowns (by IPI, the sender waiting for every target's
-//! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`),
+//! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`), sent
+//! with one exit per target in x2APIC physical mode or one exit for all (`send_ipis`),
 //! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target the handler, plus an exit and an
 //! entry if it interrupts guest mode (otherwise KVM injects it at the next entry), and is handled
@@ -10,16 +11,16 @@
 use crate::engine::{Event, Time};
 use crate::guest::{Req, Response};
 use crate::memory::Access;
-use crate::scenario::TlbFlush;
+use crate::scenario::{IpiSend, TlbFlush};
 use crate::simulation::Sim;
 use crate::vcpu::{Act, After, HaltReason, HostState, HostWork, Vcpu};
 
 impl Sim {
     /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
     /// skipping `v`, as the VM's guest kernel does it (`scenario::TlbFlush`):
-    /// - `ipi` (`smp_call_function_many`, Linux 3.x): the sender pays the exit, one send per
-    ///   target and the entry, then waits on its call-function word until every target has
-    ///   acknowledged;
+    /// - `ipi` (`smp_call_function_many`, Linux 3.x): the sender sends an IPI to every target
+    ///   ([`send_ipis`](Self::send_ipis)), then waits on its call-function word until every
+    ///   target has acknowledged;
     /// - `kvm-pv` (Linux 6.8's `kvm_flush_tlb_multi`, then `native_flush_tlb_multi`): a target
     ///   preempted while runnable (`st->preempted`; not one woken and not yet run) is only
     ///   flagged, and flushes at its next entry; a target in guest idle is in lazy TLB mode
@@ -37,33 +38,84 @@ impl Sim {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n, flush) = (vm.first_vcpu, vm.vcpus, vm.tlb_flush);
         let me = self.vcpus[v as usize].index;
-        let targets: Vec<u32> = (0..n).map(|i| first + (start + i) % n).filter(|&t| t != first + me).take(count as usize).collect();
-        let c = &self.costs;
-        let (cost, ipis): (u64, Vec<u32>) = match flush {
-            TlbFlush::Ipi => (c.vm_exit + c.ipi_send * targets.len() as u64 + c.vm_entry, targets),
-            TlbFlush::KvmPv => {
-                let ipis: Vec<u32> = targets.into_iter().filter(|&t| !self.flag_preempted_or_lazy(t)).collect();
-                let cost = if ipis.is_empty() { 0 } else { c.vm_exit + c.ipi_send * ipis.len() as u64 + c.vm_entry };
-                (cost, ipis)
-            }
+        let targets = (0..n).map(|i| first + (start + i) % n).filter(|&t| t != first + me).take(count as usize);
+        let ipis: Vec<u32> = match flush {
+            TlbFlush::Ipi => targets.collect(),
+            TlbFlush::KvmPv => targets.filter(|&t| !self.flag_preempted_or_lazy(t)).collect(),
             TlbFlush::XenPv => {
-                let dirty_pcpus = targets.iter().filter(|&&t| self.state_on_a_pcpu(t)).count() as u64;
-                (c.hypercall + c.ipi_send * dirty_pcpus, Vec::new())
+                let dirty_pcpus = targets.filter(|&t| self.state_on_a_pcpu(t)).count() as u64;
+                let cost = self.costs.hypercall + self.costs.ipi_send * dirty_pcpus;
+                let vc = &mut self.vcpus[v as usize];
+                vc.counters.shootdowns += 1;
+                vc.response = Response::NONE;
+                if cost == 0 {
+                    return true;
+                }
+                vc.act = Act::Ready;
+                vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
+                return false;
             }
         };
         let vc = &mut self.vcpus[v as usize];
         vc.counters.shootdowns += 1;
         self.mem.set(vc.call_function_word, ipis.len() as u64);
         vc.response = Response::NONE;
-        if cost == 0 {
+        if ipis.is_empty() {
             return true;
         }
         vc.act = Act::Ready;
-        vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
-        for t in ipis {
+        self.send_ipis(v, ipis);
+        false
+    }
+
+    /// `v` sends one IPI to each of `targets`, with interrupts off (`local_irq_save` in the send
+    /// path), as its VM's guest does it (`scenario::IpiSend`): in x2APIC physical mode one ICR
+    /// write, so one exit, per target, each delivering its IPI during its handler; multicast, one
+    /// exit whose handler delivers them all. Each exit pays `ipi_send` per IPI it sends.
+    fn send_ipis(&mut self, v: u32, mut targets: Vec<u32>) {
+        let c = &self.costs;
+        let vc = &self.vcpus[v as usize];
+        let sends = match self.vms[vc.vm as usize].ipi_send {
+            IpiSend::X2apicPhysical => 1,
+            IpiSend::Multicast => targets.len() as u64,
+        };
+        let first_exit = c.vm_exit + c.ipi_send * sends;
+        // In CPU order, as `for_each_cpu` walks the mask; kept last first, to be popped.
+        targets.sort_unstable_by(|a, b| b.cmp(a));
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert!(!vc.irqs_off, "shootdowns are sent after the unlock");
+        vc.irqs_off = true;
+        vc.ipis_to_send = targets;
+        vc.host_work = Some(HostWork { remaining: first_exit, after: After::SendIpis });
+    }
+
+    /// The handler of `v`'s send exit has run: its IPIs are delivered. Then the VM entry, and
+    /// either the next ICR write's exit or, after the last, `local_irq_restore`, which takes the
+    /// IPIs that reached `v` meanwhile with an interrupt-window exit. (Linux 6.18's throttle
+    /// task work, due at the first entry after its VM runs out of quota, waits here for the
+    /// loop's last entry: a few microseconds late, and only with `cpu_max` on `eevdf-6.18`.)
+    pub(crate) fn ipis_sent(&mut self, v: u32) {
+        let c = &self.costs;
+        let (entry, next_send) = (c.vm_entry, c.vm_entry + c.vm_exit + c.ipi_send);
+        let vc = &mut self.vcpus[v as usize];
+        let mut pending = std::mem::take(&mut vc.ipis_to_send);
+        let now_sent = match self.vms[vc.vm as usize].ipi_send {
+            IpiSend::X2apicPhysical => pending.split_off(pending.len() - 1),
+            IpiSend::Multicast => std::mem::take(&mut pending),
+        };
+        // The next host work is set before the deliveries, which may preempt `v` (a woken target
+        // on its pCPU): it is then resumed at `v`'s next switch-in.
+        if pending.is_empty() {
+            vc.irqs_off = false;
+            vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
+            self.handle_pending_ipis(v, true);
+        } else {
+            vc.host_work = Some(HostWork { remaining: next_send, after: After::SendIpis });
+            vc.ipis_to_send = pending;
+        }
+        for &t in now_sent.iter().rev() {
             self.deliver_ipi(v, t);
         }
-        false
     }
 
     /// `kvm-pv`: whether target `t` needs no IPI, being flagged through its steal-time page
@@ -259,14 +311,123 @@ impl Sim {
 mod tests {
     use crate::engine::Event;
     use crate::simulation::test_host::{host, running};
-    use crate::vcpu::{Act, HaltReason, HostState};
+    use crate::simulation::Sim;
+    use crate::vcpu::{Act, After, HaltReason, HostState};
 
     /// Two pCPUs; a VM of four vCPUs with `tlb_flush = flush`, vCPU 0 running on pCPU 0.
-    fn guest(hypervisor: &str, flush: &str) -> crate::simulation::Sim {
-        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = 4\nlock = \"tas\"\ntlb_flush = \"{flush}\"\nworkload = {{ preset = \"kernbench\" }}\n");
+    fn guest(hypervisor: &str, flush: &str) -> Sim {
+        guest_sending(hypervisor, flush, "x2apic-physical")
+    }
+
+    fn guest_sending(hypervisor: &str, flush: &str, ipi_send: &str) -> Sim {
+        let vm = format!("[[vm]]\nname = \"g\"\nvcpus = 4\nlock = \"tas\"\ntlb_flush = \"{flush}\"\nipi_send = \"{ipi_send}\"\nworkload = {{ preset = \"kernbench\" }}\n");
         let mut s = host(hypervisor, false, &vm);
         running(&mut s, 0, 0, Act::Ready);
         s
+    }
+
+    /// Run `v`'s send exits to their end, as if nothing preempted it; returns when each
+    /// delivered (the end of each exit's handler).
+    fn send_all(s: &mut Sim, v: usize) -> Vec<u64> {
+        let mut delivered = Vec::new();
+        while let Some(hw) = s.vcpus[v].host_work.take() {
+            s.now += hw.remaining;
+            if hw.after != After::SendIpis {
+                break;
+            }
+            delivered.push(s.now);
+            s.ipis_sent(v as u32);
+        }
+        delivered
+    }
+
+    fn acks(s: &mut Sim) -> Vec<(u64, u32, u32)> {
+        std::iter::from_fn(|| s.q.pop())
+            .filter_map(|(at, e)| match e {
+                Event::IpiAck { from, to } => Some((at, from, to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn in_x2apic_physical_mode_the_sender_exits_once_per_target_and_each_gets_its_ipi_in_turn() {
+        // `__x2apic_send_IPI_mask` writes the ICR once per target, in CPU order; KVM delivers
+        // each IPI in that write's exit handler.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        for v in 1..4 {
+            running(&mut s, v, 1, Act::Compute { remaining: 1_000_000 });
+        }
+        assert!(!s.shootdown(0, 2, 3), "to vCPUs 2, 3 and 1");
+        assert!(s.vcpus[0].irqs_off, "the sends run with interrupts off");
+        let (exit, send, entry) = (s.costs.vm_exit, s.costs.ipi_send, s.costs.vm_entry);
+        let delivered = send_all(&mut s, 0);
+        let first = 5_000 + exit + send;
+        let step = entry + exit + send;
+        assert_eq!(delivered, vec![first, first + step, first + 2 * step]);
+        assert_eq!(s.now, 5_000 + 3 * (exit + send + entry), "three exits, three entries");
+        assert!(!s.vcpus[0].irqs_off);
+        let handled = exit + send + entry;
+        let got = acks(&mut s);
+        assert_eq!(got, vec![(delivered[0] + handled, 0, 1), (delivered[1] + handled, 0, 2), (delivered[2] + handled, 0, 3)]);
+    }
+
+    #[test]
+    fn a_guest_with_kvms_pv_flush_sends_its_ipis_multicast_unless_told_otherwise() {
+        use crate::scenario::IpiSend;
+        let ipi_send = |keys: &str| {
+            let vm = format!("[[vm]]\nname = \"g\"\nvcpus = 4\nlock = \"tas\"\n{keys}\nworkload = {{ preset = \"kernbench\" }}\n");
+            host("ple = { policy = \"off\" }", false, &vm).vms[0].ipi_send
+        };
+        assert_eq!(ipi_send(""), IpiSend::X2apicPhysical, "a Linux 3.x guest");
+        assert_eq!(ipi_send("tlb_flush = \"kvm-pv\""), IpiSend::Multicast, "a 6.8 guest");
+        assert_eq!(ipi_send("tlb_flush = \"kvm-pv\"\nipi_send = \"x2apic-physical\""), IpiSend::X2apicPhysical);
+    }
+
+    #[test]
+    fn a_multicast_send_exits_once_and_delivers_every_ipi_in_that_exit() {
+        // KVM's PV send-IPI hypercall (or one xAPIC logical-mode ICR write) names every target.
+        let mut s = guest_sending("ple = { policy = \"off\" }", "ipi", "multicast");
+        s.now = 5_000;
+        for v in 1..4 {
+            running(&mut s, v, 1, Act::Compute { remaining: 1_000_000 });
+        }
+        assert!(!s.shootdown(0, 1, 3));
+        let (exit, send, entry) = (s.costs.vm_exit, s.costs.ipi_send, s.costs.vm_entry);
+        let delivered = send_all(&mut s, 0);
+        assert_eq!(delivered, vec![5_000 + exit + 3 * send]);
+        assert_eq!(s.now, delivered[0] + entry);
+        let at = delivered[0] + exit + send + entry;
+        assert_eq!(acks(&mut s), vec![(at, 0, 1), (at, 0, 2), (at, 0, 3)]);
+    }
+
+    #[test]
+    fn an_ipi_reaching_a_sender_during_its_sends_waits_for_its_interrupts_back_on() {
+        // The send loop runs with interrupts off; `local_irq_restore` after it takes what came
+        // meanwhile, with an interrupt-window exit.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+        running(&mut s, 2, 1, Act::Compute { remaining: 1_000_000 });
+        assert!(!s.shootdown(0, 1, 2));
+        s.deliver_ipi(3, 0);
+        assert_eq!(s.vcpus[0].pending_ipis, vec![3], "held while the sends run");
+        let (exit, send, entry) = (s.costs.vm_exit, s.costs.ipi_send, s.costs.vm_entry);
+        let hw = s.vcpus[0].host_work.expect("the first send's exit");
+        s.now += hw.remaining;
+        s.vcpus[0].host_work = None;
+        s.ipis_sent(0);
+        assert_eq!(s.vcpus[0].pending_ipis, vec![3], "still held between the two sends");
+        let hw = s.vcpus[0].host_work.expect("the second send's entry and exit");
+        s.now += hw.remaining;
+        s.vcpus[0].host_work = None;
+        s.ipis_sent(0);
+        assert!(s.vcpus[0].pending_ipis.is_empty(), "taken after the last send");
+        let last_entry = s.now;
+        let rest = s.vcpus[0].host_work.map(|w| w.remaining);
+        assert_eq!(rest, Some(entry + exit + entry + send), "entry, interrupt-window exit and entry, handler");
+        assert!(acks(&mut s).contains(&(last_entry + rest.unwrap(), 3, 0)));
     }
 
     /// The IPIs a flush from vCPU 0 to vCPUs 1-3 waits for: 1 preempted, 2 woken from a halt
@@ -325,6 +486,8 @@ mod tests {
         s.now = 5_000;
         running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
         assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        let delivered = send_all(&mut s, 0)[0];
+        s.now = delivered;
         let c = &s.costs;
         let handle = c.vm_exit + c.ipi_send + c.vm_entry;
         s.now += handle / 2;
@@ -343,7 +506,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(acks, vec![5_000 + handle, rest], "the first was queued before the preemption; the second after the switch and the rest of the handler");
+        assert_eq!(acks, vec![delivered + handle, rest], "the first was queued before the preemption; the second after the switch and the rest of the handler");
         assert_eq!(s.ipi_acks[1], vec![(0, rest)], "only the second is due");
     }
 
@@ -358,6 +521,7 @@ mod tests {
             (vc.host, vc.preempted, vc.act, vc.pcpu) = (HostState::Runnable, true, Act::Compute { remaining: 1_000 }, 1);
             if ipi {
                 assert!(!s.shootdown(0, 2, 1), "the sender waits for vCPU 2");
+                send_all(&mut s, 0);
                 assert_eq!(s.vcpus[2].pending_ipis, vec![0]);
             }
             s.pcpus[1].curr = Some(2);
@@ -375,8 +539,9 @@ mod tests {
         let mut s = guest("ple = { policy = \"off\" }", "ipi");
         s.now = 5_000;
         running(&mut s, 1, 1, Act::Ready);
-        s.vcpus[1].host_work = Some(crate::vcpu::HostWork { remaining: 500, after: crate::vcpu::After::Yield });
+        s.vcpus[1].host_work = Some(crate::vcpu::HostWork { remaining: 500, after: After::Yield });
         assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        send_all(&mut s, 0);
         assert_eq!(s.vcpus[1].pending_ipis, vec![0], "left for the entry");
         assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "none handled yet");
     }
@@ -390,6 +555,7 @@ mod tests {
         running(&mut s, 1, 1, Act::Ready);
         s.vcpus[1].irqs_off = true;
         assert!(!s.shootdown(0, 1, 1), "the sender waits for vCPU 1");
+        send_all(&mut s, 0);
         assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "none handled yet");
         assert_eq!(s.vcpus[1].pending_ipis, vec![0]);
         s.now = 20_000;
@@ -413,15 +579,10 @@ mod tests {
         (vc.host, vc.preempted, vc.act, vc.pcpu) = (HostState::Runnable, true, Act::Compute { remaining: 1 }, 1);
         assert!(!s.shootdown(0, 1, 2), "the sender waits");
         assert_eq!(s.mem.value(s.vcpus[0].call_function_word), 2);
-        let acks: Vec<(u64, u32, u32)> = std::iter::from_fn(|| s.q.pop())
-            .filter_map(|(at, e)| match e {
-                Event::IpiAck { from, to } => Some((at, from, to)),
-                _ => None,
-            })
-            .collect();
+        let delivered = send_all(&mut s, 0);
         let c = &s.costs;
-        let handled = s.now + c.vm_exit + c.ipi_send + c.vm_entry;
-        assert_eq!(acks, vec![(handled, 0, 1)], "the running target acknowledges after its exit, handler and entry; the preempted one not until it runs");
+        let handled = delivered[0] + c.vm_exit + c.ipi_send + c.vm_entry;
+        assert_eq!(acks(&mut s), vec![(handled, 0, 1)], "the running target acknowledges after its exit, handler and entry; the preempted one not until it runs");
         assert_eq!(s.vcpus[2].pending_ipis, vec![0]);
     }
 }

@@ -100,6 +100,7 @@ named_values!(LockKind {
 });
 named_values!(Durations { "exponential" => Exponential, "fixed" => Fixed });
 named_values!(TlbFlush { "ipi" => Ipi, "kvm-pv" => KvmPv, "xen-pv" => XenPv });
+named_values!(IpiSend { "x2apic-physical" => X2apicPhysical, "multicast" => Multicast });
 named_values!(Preset {
     "kernbench" => Kernbench,
     "hackbench" => Hackbench,
@@ -700,9 +701,24 @@ pub struct VmConfig {
     /// How the guest kernel flushes other vCPUs' TLBs (`ipi.rs`).
     #[serde(default)]
     pub tlb_flush: TlbFlush,
+    /// How the guest sends one IPI to several vCPUs (`ipi.rs`); default [`VmConfig::ipi_send`].
+    #[serde(default)]
+    pub ipi_send: Option<IpiSend>,
     /// A CPU quota on the VM's vCPU threads, as cgroup v2's `cpu.max` (`bandwidth.rs`).
     #[serde(default)]
     pub cpu_max: Option<CpuMax>,
+}
+
+impl VmConfig {
+    /// How the guest sends an IPI to several vCPUs: as given, else multicast for a guest with
+    /// KVM's paravirtual TLB flush (Linux 4.16 and later; 4.19 added the PV send-IPI, and a 6.8
+    /// guest on a host of 4.19 or later has both), else one ICR write per target (Linux 3.x).
+    pub fn ipi_send(&self) -> IpiSend {
+        self.ipi_send.unwrap_or(match self.tlb_flush {
+            TlbFlush::KvmPv => IpiSend::Multicast,
+            TlbFlush::Ipi | TlbFlush::XenPv => IpiSend::X2apicPhysical,
+        })
+    }
 }
 
 /// cgroup v2's `cpu.max` of a VM ("`quota_us period_us`"): its vCPU threads together may run
@@ -750,6 +766,25 @@ pub enum TlbFlush {
     /// hypercall, and Xen flushes the pCPUs where the targets' state is loaded, with host IPIs
     /// its own handler answers; no target vCPU has to run.
     XenPv,
+}
+
+/// How a guest sends one IPI to several vCPUs: what a shootdown's sender pays (`ipi.rs`). An
+/// IPI to one vCPU (a reschedule IPI) costs one exit either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpiSend {
+    /// One ICR write per target, each an MSR-write exit in which KVM delivers that one IPI:
+    /// Linux 3.x on QEMU/KVM with x2APIC in the vCPU's CPUID and no interrupt remapping, where
+    /// `enable_IR_x2apic` calls `x2apic_force_phys()` because `hypervisor_x2apic_available()` is
+    /// true (read in 3.5's and 3.19's `apic.c`), and `__x2apic_send_IPI_mask` writes the ICR once
+    /// per CPU of the mask with interrupts off (`local_irq_save`). So the targets receive their
+    /// IPIs one exit apart, and IPIs that reach the sender meanwhile wait for the loop's end.
+    X2apicPhysical,
+    /// One exit for every target: KVM's paravirtual send-IPI hypercall (`kvm_send_ipi_mask`,
+    /// `KVM_HC_SEND_IPI`, Linux 4.19 and later guests such as 6.8's), or one ICR write with a
+    /// logical destination mask (xAPIC flat mode, up to 8 CPUs: the Windows guests of the
+    /// `xen-yield` seed).
+    Multicast,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

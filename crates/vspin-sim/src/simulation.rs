@@ -29,7 +29,7 @@ use crate::memory::{Access, Memory, MemoryCosts, SimWord};
 use crate::metrics::{Counters, DurationHistogram, LockResult, RunResult, TimeBreakdown, VcpuResult, VmResult};
 use crate::monitor::LockState;
 use crate::scenario::{
-    Background, DirectedYieldKind, HaltPollConfig, IdleState, LoadBalanceKind, LockKind, PauseCounter, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
+    Background, DirectedYieldKind, HaltPollConfig, IdleState, IpiSend, LoadBalanceKind, LockKind, PauseCounter, PleConfig, PlePolicy, Pinning, RecordConfig, Scenario, SchedulerKind, TlbFlush,
     VmConfig,
 };
 use crate::timeline::Timeline;
@@ -119,6 +119,7 @@ pub(crate) struct Vm {
     pub guest_tick_ns: u64,
     pub guest_tick_phase_ns: u64,
     pub tlb_flush: TlbFlush,
+    pub ipi_send: IpiSend,
     pub target: Option<u64>,
     pub work_units: u64,
     pub completed_at: Option<Time>,
@@ -391,6 +392,7 @@ impl Sim {
             guest_tick_ns,
             guest_tick_phase_ns: crate::halt::guest_tick_phase(self.seed, vm_id, guest_tick_ns),
             tlb_flush: vm.tlb_flush,
+            ipi_send: vm.ipi_send(),
             target: vm.work_units,
             work_units: 0,
             completed_at: None,
@@ -425,6 +427,7 @@ impl Sim {
             guest_tick_ns: self.costs.tick_ns,
             guest_tick_phase_ns: 0,
             tlb_flush: TlbFlush::Ipi,
+            ipi_send: IpiSend::Multicast,
             target: None,
             work_units: 0,
             completed_at: None,
@@ -494,6 +497,7 @@ impl Sim {
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
             irqs_off: false,
+            ipis_to_send: Vec::new(),
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,
@@ -754,6 +758,7 @@ impl Sim {
             }
             After::VcpuBlock => self.vcpu_block(v),
             After::PollEnd => self.block_after_poll(v),
+            After::SendIpis => self.ipis_sent(v),
         }
     }
 

@@ -53,6 +53,8 @@ pub(crate) enum After {
     Yield,
     /// The handler's `yield_to` succeeded: `schedule()`, then the VM entry if still running.
     YieldedInHandler,
+    /// The exit of an IPI send has been handled: deliver, then enter or exit for the next send.
+    SendIpis,
 }
 
 /// Host work on the vCPU's behalf (exit handling, VM entry, context switch) that runs before the
@@ -168,8 +170,11 @@ pub(crate) struct Vcpu {
     pub pending_ipis: Vec<u32>,
     /// The guest runs with interrupts off (IF = 0), from the `local_irq_save` of a
     /// `spin_lock_irqsave` to the `local_irq_restore` after its unlock: its IPIs wait, and a halt
-    /// then ends only by a kick (`Sim::has_deliverable_ipis`).
+    /// then ends only by a kick (`Sim::has_deliverable_ipis`). Also while it sends a
+    /// shootdown's IPIs, which Linux does with interrupts off.
     pub irqs_off: bool,
+    /// The shootdown targets this vCPU has still to send an IPI, last first (`Sim::ipis_sent`).
+    pub ipis_to_send: Vec<u32>,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
