@@ -838,6 +838,20 @@ mod tests {
     }
 
     #[test]
+    fn in_6_18_an_ipi_held_by_a_send_loop_still_waits_for_a_vcpu_held_at_the_loops_last_entry() {
+        // vCPU 0 ends a flush's send loop (interrupts back on) with an IPI from vCPU 1 pending
+        // and its task work due at that entry: the IPI is taken only after the hold.
+        let mut s = repicked_while_throttled();
+        s.vcpus[0].irqs_off = true;
+        s.vcpus[0].ipis_to_send = vec![1];
+        s.deliver_ipi(1, 0);
+        s.ipis_sent(0);
+        assert!(!s.vcpus[0].irqs_off);
+        assert_eq!(s.vcpus[0].pending_ipis, vec![1], "left for the entry after the hold");
+        assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "no acknowledgement queued");
+    }
+
+    #[test]
     fn linux_3_19_fires_the_slack_timer_on_a_grid_of_the_hosts_clock() {
         for (scheduler, grid) in [("cfs", true), ("eevdf", false)] {
             let mut s = host(scheduler, 2, 8000);

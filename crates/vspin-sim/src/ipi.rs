@@ -18,7 +18,8 @@ use crate::vcpu::{Act, After, HaltReason, HostState, HostWork, Vcpu};
 impl Sim {
     /// A synchronous TLB flush from `v` to `count` vCPUs of its VM, from vCPU `start` on and
     /// skipping `v`, as the VM's guest kernel does it (`scenario::TlbFlush`):
-    /// - `ipi` (`smp_call_function_many`, Linux 3.x): the sender sends an IPI to every target
+    /// - `ipi` (`smp_call_function_many` from Linux 3.6, 3.5's `flush_tlb_others_ipi` with its
+    ///   own vectors before: the same sends and wait): the sender sends an IPI to every target
     ///   ([`send_ipis`](Self::send_ipis)), then waits on its call-function word until every
     ///   target has acknowledged;
     /// - `kvm-pv` (Linux 6.8's `kvm_flush_tlb_multi`, then `native_flush_tlb_multi`): a target
@@ -91,9 +92,11 @@ impl Sim {
 
     /// The handler of `v`'s send exit has run: its IPIs are delivered. Then the VM entry, and
     /// either the next ICR write's exit or, after the last, `local_irq_restore`, which takes the
-    /// IPIs that reached `v` meanwhile with an interrupt-window exit. (Linux 6.18's throttle
-    /// task work, due at the first entry after its VM runs out of quota, waits here for the
-    /// loop's last entry: a few microseconds late, and only with `cpu_max` on `eevdf-6.18`.)
+    /// IPIs that reached `v` meanwhile with an interrupt-window exit (none with posted
+    /// interrupts, whose virtual-interrupt delivery needs no exit). Linux 6.18's throttle task
+    /// work, due at the first entry after its VM runs out of quota, waits for the loop's last
+    /// entry (a few microseconds late; only with `cpu_max` on `eevdf-6.18`), and a vCPU held
+    /// there takes those IPIs at the entry after its hold, as any held vCPU does.
     pub(crate) fn ipis_sent(&mut self, v: u32) {
         let c = &self.costs;
         let (entry, next_send) = (c.vm_entry, c.vm_entry + c.vm_exit + c.ipi_send);
@@ -108,7 +111,9 @@ impl Sim {
         if pending.is_empty() {
             vc.irqs_off = false;
             vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
-            self.handle_pending_ipis(v, true);
+            if !self.held_at_next_entry(v) {
+                self.handle_pending_ipis(v, true);
+            }
         } else {
             vc.host_work = Some(HostWork { remaining: next_send, after: After::SendIpis });
             vc.ipis_to_send = pending;
@@ -241,12 +246,14 @@ impl Sim {
     }
 
     /// Add the handling of every pending IPI to the vCPU's host work: an exit and an entry first
-    /// if it must `exit` guest mode to take them (KVM without posted interrupts injects only at
-    /// a VM entry, so a vCPU in host work, or one about to enter, needs none), then each guest
+    /// if it takes them `in_guest` mode (KVM without posted interrupts injects only at a VM
+    /// entry, so a vCPU in host work, or one about to enter, needs none; with them, a vCPU in
+    /// guest mode takes them where it is, `vmx_deliver_posted_interrupt`), then each guest
     /// handler (`ipi_send_ns` stands for `flush_tlb_func` and `csd_unlock`), acknowledged as it
     /// ends, in host work of its own if it had none. With interrupts off they stay pending.
-    pub(crate) fn handle_pending_ipis(&mut self, v: u32, exit: bool) {
+    pub(crate) fn handle_pending_ipis(&mut self, v: u32, in_guest: bool) {
         let c = &self.costs;
+        let exit = in_guest && !c.posted_interrupts;
         let (handler, exit_and_entry) = (c.ipi_send, c.vm_exit + c.vm_entry);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
@@ -565,6 +572,27 @@ mod tests {
             .collect();
         let c = &s.costs;
         assert_eq!(acks, vec![20_000 + c.vm_exit + c.ipi_send + c.vm_entry]);
+    }
+
+    #[test]
+    fn with_posted_interrupts_a_target_in_guest_mode_takes_its_ipi_without_an_exit() {
+        // APICv posts the interrupt to a vCPU in guest mode (`vmx_deliver_posted_interrupt`);
+        // one with interrupts off gets it when it turns them on, again without an exit.
+        for posted in [false, true] {
+            let mut s = guest(&format!("ple = {{ policy = \"off\" }}\nposted_interrupts = {posted}"), "ipi");
+            s.now = 5_000;
+            running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+            running(&mut s, 2, 1, Act::Ready);
+            s.vcpus[2].irqs_off = true;
+            assert!(!s.shootdown(0, 1, 2));
+            let delivered = send_all(&mut s, 0);
+            s.now = 20_000;
+            assert!(!s.note(2, crate::guest::Note::InterruptsOn));
+            let c = &s.costs;
+            let exit = if posted { 0 } else { c.vm_exit + c.vm_entry };
+            let (to_1, to_2) = (delivered[0] + exit + c.ipi_send, 20_000 + exit + c.ipi_send);
+            assert_eq!(acks(&mut s), vec![(to_1, 0, 1), (to_2, 0, 2)], "posted interrupts: {posted}");
+        }
     }
 
     #[test]

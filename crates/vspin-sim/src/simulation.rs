@@ -64,6 +64,8 @@ pub(crate) struct Costs {
     pub ple_gap_ns: u64,
     /// What a PLE window counts (`WindowUnit::counts_stalls`).
     pub ple_unit: WindowUnit,
+    /// An IPI to a vCPU in guest mode needs no exit (`hypervisor.posted_interrupts`).
+    pub posted_interrupts: bool,
     pub tick_ns: u64,
     /// CFS tunables scaled by `1 + ilog2(min(ncpus, 8))` (§7.1).
     pub sched_latency: u64,
@@ -248,6 +250,7 @@ impl Costs {
                 PauseCounter::Intel => WindowUnit::TscCycles(h.clock_ghz),
                 PauseCounter::Amd => WindowUnit::Pauses(pause_ps),
             },
+            posted_interrupts: sc.hypervisor.posted_interrupts,
             tick_ns: 1_000_000_000 / h.hz as u64,
             sched_latency: 6_000_000 * factor,
             min_granularity: 750_000 * factor,
@@ -950,7 +953,8 @@ impl Sim {
             Note::InterruptsOn => {
                 let vc = &mut self.vcpus[v as usize];
                 vc.irqs_off = false;
-                // The IPIs that came meanwhile are taken now (an interrupt-window exit).
+                // The IPIs that came meanwhile are taken now (an interrupt-window exit, or
+                // virtual-interrupt delivery with posted interrupts).
                 if !vc.pending_ipis.is_empty() {
                     vc.act = Act::Ready;
                     vc.response = Response::NONE;

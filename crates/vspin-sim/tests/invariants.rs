@@ -38,6 +38,8 @@ fn scenario() -> impl Strategy<Value = String> {
     )
         .prop_map(|((lock, ple), (dy, sockets, cores, scheduler, poll, balance), vms, (think, cs, locks), (block, shoot, seed, background, pv_flush), durations)| {
             let pcpus = sockets * cores;
+            // Posted interrupts on a KVM-like host every other run of seven seeds.
+            let posted = seed / 7 % 2 == 1;
             // Xen has its own knobs instead of KVM's and Linux's: the same draws pick them, and
             // short slices let a 15 ms run see several accountings.
             let hypervisor = if scheduler == "credit1" {
@@ -54,7 +56,7 @@ fn scenario() -> impl Strategy<Value = String> {
             } else if scheduler == "gang" {
                 // Its own turns: no directed yield, balancing or halt polling; short turns.
                 let ple = if ple == "aple" { "\"aple\", aple = { epoch_exits = 20 }".to_string() } else { format!("\"{ple}\"") };
-                format!("ple = {{ policy = {ple} }}\ngang = {{ slice_ms = {} }}\n", if poll == 0 { 1 } else { 3 })
+                format!("ple = {{ policy = {ple} }}\ngang = {{ slice_ms = {} }}\nposted_interrupts = {posted}\n", if poll == 0 { 1 } else { 3 })
             } else {
                 // APLE's epochs shortened, so that a 15 ms run moves its window several times;
                 // on every third seed AMD's pause filter instead of Intel's PLE (with Linux 3.x's
@@ -65,7 +67,10 @@ fn scenario() -> impl Strategy<Value = String> {
                     "fixed" if seed % 3 == 0 => "\"fixed\", counter = \"amd\", gap_cycles = 0".to_string(),
                     _ => format!("\"{ple}\""),
                 };
-                format!("ple = {{ policy = {ple} }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n")
+                format!(
+                    "ple = {{ policy = {ple} }}\ndirected_yield = \"{dy}\"\nhalt_poll = {{ max_ns = {poll} }}\nload_balance = \"{balance}\"\n\
+                     posted_interrupts = {posted}\n"
+                )
             };
             // A paravirtual TLB flush where the host has one (a Xen PV guest has no PLE).
             let tlb_flush = match (pv_flush, scheduler) {
@@ -111,8 +116,10 @@ fn scenario() -> impl Strategy<Value = String> {
                 // ends; IPIs held until the unlock).
                 // (Drawn apart from `seed % 3`, which picks the PLE counter.)
                 let irqs_off = [0.0, 0.5, 1.0][(seed / 3 % 3) as usize];
+                // A flush's IPIs sent one exit per target or all in one.
+                let ipi_send = if (seed / 9 + i as u64) % 2 == 0 { "x2apic-physical" } else { "multicast" };
                 t += &format!(
-                    "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\n\
+                    "[[vm]]\nname = \"vm{i}\"\nvcpus = {vcpus}\npin = {pin}\nlock = \"{lock}\"\ntlb_flush = \"{tlb_flush}\"\nipi_send = \"{ipi_send}\"\n\
                      workload = {{ preset = \"kernbench\", think_ns = {think}, cs_ns = {cs}, locks = {locks}, \
                      block_probability = {block}, block_ns = 50000.0, shootdown_probability = {shoot}, irqs_off_share = {irqs_off:?}{durations}{barrier} }}\n{cpu_max}"
                 );
