@@ -787,7 +787,7 @@ pub enum IpiSend {
     /// One exit for every target: KVM's paravirtual send-IPI hypercall (`kvm_send_ipi_mask`,
     /// `KVM_HC_SEND_IPI`, Linux 4.19 and later guests such as 6.8's), or one ICR write with a
     /// logical destination mask (xAPIC flat mode, up to 8 CPUs: the Windows guests of the
-    /// `xen-yield` seed).
+    /// `xen-yield` seed, through Viridian's ICR MSR under Xen).
     Multicast,
 }
 
@@ -1331,7 +1331,11 @@ impl Scenario {
             return Ok(());
         }
         let hv = given.get("hypervisor");
-        for key in ["directed_yield", "load_balance", "halt_poll", "posted_interrupts"] {
+        if hv.and_then(|h| h.get("posted_interrupts")).is_some() {
+            let msg = "is modelled for KVM only (Intel APICv or AMD AVIC), not under scheduler = \"credit1\" (Xen); leave it out there";
+            return Err(err("hypervisor.posted_interrupts", msg));
+        }
+        for key in ["directed_yield", "load_balance", "halt_poll"] {
             if hv.and_then(|h| h.get(key)).is_some() {
                 let msg = "is a KVM/Linux setting, which scheduler = \"credit1\" (Xen) does not use: a PLE exit yields, and idle pCPUs steal work (docs/scenario.md)";
                 return Err(err(format!("hypervisor.{key}"), msg));
