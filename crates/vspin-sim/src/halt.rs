@@ -365,6 +365,11 @@ mod tests {
                 _ => {
                     running(&mut s, 0, 0, Act::Ready);
                     s.wake_peer(0, 1);
+                    assert!(s.polling(1), "the wake arrives in the sender's exit handler");
+                    let hw = s.vcpus[0].host_work.take().expect("the sender's ICR-write exit");
+                    s.now += hw.remaining;
+                    let crate::vcpu::After::WakeSent { sleeper } = hw.after else { panic!("{:?}", hw.after) };
+                    s.wake_sent(0, sleeper);
                 }
             }
             assert!(!s.polling(1), "{source}: the poll ended");

@@ -1,7 +1,8 @@
 //! Guest IPIs: synchronous TLB shootdowns (by IPI, the sender waiting for every target's
 //! acknowledgement, or by a paravirtual flush that waits for fewer or none: `shootdown`), sent
 //! with one exit per target in x2APIC physical mode or one exit for all (`send_ipis`),
-//! reschedule IPIs that wake a peer sleeping in guest idle, and their delivery to a target that
+//! reschedule IPIs that wake a peer sleeping in guest idle (when the sender's exit handler has
+//! run, as a shootdown's IPIs are delivered), and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target the handler, plus an exit and an
 //! entry if it interrupts guest mode (otherwise KVM injects it at the next entry), and is handled
 //! only when the target runs: a target descheduled inside that work acknowledges
@@ -138,14 +139,15 @@ impl Sim {
         vc.host == HostState::Running || self.pcpus[vc.pcpu as usize].curr.is_none()
     }
 
-    /// Wake a peer sleeping in guest idle: the sender pays the IPI; the sleeper's wait ends now.
+    /// Wake a peer sleeping in guest idle, unless another wake is on its way to it: the sender
+    /// pays the IPI, and the sleeper's wait ends when it arrives.
     pub(crate) fn wake_peer(&mut self, v: u32, start: u32) -> bool {
         let vm = &self.vms[self.vcpus[v as usize].vm as usize];
         let (first, n) = (vm.first_vcpu, vm.vcpus);
         // A thread asleep at a barrier (no timer) is no peer's wakee: only the barrier wakes it.
         let sleeper = (0..n).map(|i| first + (start + i) % n).find(|&t| {
-            t != v && self.in_halt(t)
-                && matches!(self.vcpus[t as usize].act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at != Time::MAX)
+            let vc = &self.vcpus[t as usize];
+            t != v && self.in_halt(t) && !vc.wake_in_flight && matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at != Time::MAX)
         });
         self.vcpus[v as usize].response = Response::NONE;
         let Some(t) = sleeper else { return true };
@@ -171,7 +173,10 @@ impl Sim {
         }
         self.vcpus[v as usize].response = Response::NONE;
         let now = self.now;
-        match &mut self.vcpus[t as usize].act {
+        let target = &mut self.vcpus[t as usize];
+        match &mut target.act {
+            // Another wake's IPI is on its way (`resched_curr` sends no second).
+            Act::Halted(HaltReason::Idle { .. }) if target.wake_in_flight => true,
             Act::Halted(HaltReason::Idle { wake_at }) if *wake_at > now => {
                 self.wake_sleeper(v, t);
                 false
@@ -187,16 +192,40 @@ impl Sim {
         }
     }
 
-    /// `v` sends sleeper `t` a reschedule IPI: the sender pays it, the sleep ends now (at once
-    /// if `t` is in its halt, else when its HLT exit ends, as a due sleep).
+    /// `v` sends sleeper `t` a reschedule IPI: one ICR write, with interrupts off, whose exit
+    /// handler wakes `t` ([`wake_sent`](Self::wake_sent)).
     fn wake_sleeper(&mut self, v: u32, t: u32) {
         let c = &self.costs;
         let vc = &mut self.vcpus[v as usize];
         vc.counters.wake_ipis += 1;
         vc.act = Act::Ready;
-        vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send + c.vm_entry, after: After::Nothing });
-        self.vcpus[t as usize].act = Act::Halted(HaltReason::Idle { wake_at: self.now });
-        self.end_halt(t);
+        debug_assert!(!vc.irqs_off, "wakes are sent outside the guest's locks");
+        vc.irqs_off = true;
+        vc.host_work = Some(HostWork { remaining: c.vm_exit + c.ipi_send, after: After::WakeSent { sleeper: t } });
+        self.vcpus[t as usize].wake_in_flight = true;
+    }
+
+    /// The handler of `v`'s reschedule IPI exit has run (`kvm_vcpu_kick` of the sleeper): the
+    /// sleep of `t` ends now if it still sleeps (at once if `t` is in its halt, else when its HLT
+    /// exit ends, as a due sleep). Then `v`'s entry and `local_irq_restore`, as after a
+    /// shootdown's sends ([`ipis_sent`](Self::ipis_sent)).
+    pub(crate) fn wake_sent(&mut self, v: u32, t: u32) {
+        let entry = self.costs.vm_entry;
+        let vc = &mut self.vcpus[v as usize];
+        vc.irqs_off = false;
+        vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
+        if !self.held_at_next_entry(v) {
+            self.handle_pending_ipis(v, true);
+        }
+        let now = self.now;
+        let target = &mut self.vcpus[t as usize];
+        target.wake_in_flight = false;
+        if let Act::Halted(HaltReason::Idle { wake_at }) = &mut target.act {
+            if *wake_at > now {
+                *wake_at = now;
+                self.end_halt(t);
+            }
+        }
     }
 
     /// An IPI is handled once its target runs: at once if running (an exit, a VM entry and the
@@ -593,6 +622,29 @@ mod tests {
             let (to_1, to_2) = (delivered[0] + exit + c.ipi_send, 20_000 + exit + c.ipi_send);
             assert_eq!(acks(&mut s), vec![(to_1, 0, 1), (to_2, 0, 2)], "posted interrupts: {posted}");
         }
+    }
+
+    #[test]
+    fn a_reschedule_ipi_wakes_its_sleeper_in_the_senders_exit_handler_and_no_second_is_sent() {
+        // `try_to_wake_up` sends one ICR write; KVM kicks the sleeper in that exit's handler,
+        // and a second waker finds its idle already ending (`resched_curr` sends no second IPI).
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        let vc = &mut s.vcpus[1];
+        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }), 1);
+        running(&mut s, 2, 1, Act::Ready);
+        assert!(!s.wake_peer(0, 1), "vCPU 0 sends the IPI");
+        assert!(s.vcpus[0].irqs_off && s.vcpus[1].wake_in_flight);
+        assert_eq!(s.vcpus[1].host, HostState::Blocked, "asleep until the handler has run");
+        assert!(s.wake_peer(2, 1), "vCPU 2 finds no sleeper to send one to");
+        assert_eq!(s.vcpus[2].counters.wake_ipis, 0);
+        let hw = s.vcpus[0].host_work.take().expect("the ICR-write exit");
+        assert_eq!(hw.remaining, s.costs.vm_exit + s.costs.ipi_send);
+        s.now += hw.remaining;
+        s.wake_sent(0, 1);
+        assert!(!s.vcpus[0].irqs_off && !s.vcpus[1].wake_in_flight);
+        assert_ne!(s.vcpus[1].host, HostState::Blocked, "woken");
+        assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(s.costs.vm_entry));
     }
 
     #[test]

@@ -277,7 +277,8 @@ impl Sim {
             let Some(barrier) = &vm.barrier else { continue };
             for v in vm.vcpu_range() {
                 let vc = &self.vcpus[v];
-                if matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && !barrier.holds_every_thread_of(vc.index) {
+                let asleep = matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at: Time::MAX })) && !vc.wake_in_flight;
+                if asleep && !barrier.holds_every_thread_of(vc.index) {
                     let msg = format!("lost wake-up: {} sleeps with no timer though a thread of it has left {}'s barrier (at {} ns)", self.name_vcpu(v as u32), vm.name, self.now);
                     self.violations.push(msg);
                 }
@@ -422,6 +423,10 @@ mod tests {
         s.audit();
         assert!(s.violations.is_empty(), "both threads queued: {:?}", s.violations);
         barrier.leave(1);
+        s.vcpus[1].wake_in_flight = true;
+        s.audit();
+        assert!(s.violations.is_empty(), "the wake's IPI is on its way: {:?}", s.violations);
+        s.vcpus[1].wake_in_flight = false;
         s.audit();
         assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("barrier")), "{:?}", s.violations);
     }

@@ -501,6 +501,7 @@ impl Sim {
             pending_ipis: Vec::new(),
             irqs_off: false,
             ipis_to_send: Vec::new(),
+            wake_in_flight: false,
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,
@@ -762,6 +763,7 @@ impl Sim {
             After::VcpuBlock => self.vcpu_block(v),
             After::PollEnd => self.block_after_poll(v),
             After::SendIpis => self.ipis_sent(v),
+            After::WakeSent { sleeper } => self.wake_sent(v, sleeper),
         }
     }
 

@@ -55,6 +55,8 @@ pub(crate) enum After {
     YieldedInHandler,
     /// The exit of an IPI send has been handled: deliver, then enter or exit for the next send.
     SendIpis,
+    /// The exit of a reschedule IPI to `sleeper` has been handled: its sleep ends, then the entry.
+    WakeSent { sleeper: u32 },
 }
 
 /// Host work on the vCPU's behalf (exit handling, VM entry, context switch) that runs before the
@@ -170,11 +172,15 @@ pub(crate) struct Vcpu {
     pub pending_ipis: Vec<u32>,
     /// The guest runs with interrupts off (IF = 0), from the `local_irq_save` of a
     /// `spin_lock_irqsave` to the `local_irq_restore` after its unlock: its IPIs wait, and a halt
-    /// then ends only by a kick (`Sim::has_deliverable_ipis`). Also while it sends a
-    /// shootdown's IPIs, which Linux does with interrupts off.
+    /// then ends only by a kick (`Sim::has_deliverable_ipis`). Also while it sends IPIs (a
+    /// shootdown's or a wake's), which Linux does with interrupts off.
     pub irqs_off: bool,
     /// The shootdown targets this vCPU has still to send an IPI, last first (`Sim::ipis_sent`).
     pub ipis_to_send: Vec<u32>,
+    /// A reschedule IPI to this vCPU, asleep in guest idle, is being sent (`Sim::wake_sent`): its
+    /// idle is already ending, so no other waker sends one, and a thread of it that has left a
+    /// barrier is on its way, not lost.
+    pub wake_in_flight: bool,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
