@@ -273,6 +273,13 @@ impl Sim {
                 self.violations.push(msg);
             }
         }
+        for v in 0..self.vcpus.len() as u32 {
+            let sent = |w: &crate::vcpu::Vcpu| w.host_work.is_some_and(|hw| hw.after == crate::vcpu::After::WakeSent { sleeper: v });
+            if self.vcpus[v as usize].wake_in_flight && !self.vcpus.iter().any(sent) {
+                let msg = format!("lost wake-up: a reschedule IPI to {} is on its way from no vCPU (at {} ns)", self.name_vcpu(v), self.now);
+                self.violations.push(msg);
+            }
+        }
         for vm in &self.vms {
             let Some(barrier) = &vm.barrier else { continue };
             for v in vm.vcpu_range() {
@@ -424,8 +431,13 @@ mod tests {
         assert!(s.violations.is_empty(), "both threads queued: {:?}", s.violations);
         barrier.leave(1);
         s.vcpus[1].wake_in_flight = true;
+        s.vcpus[0].host_work = Some(crate::vcpu::HostWork { remaining: 500, after: crate::vcpu::After::WakeSent { sleeper: 1 } });
         s.audit();
         assert!(s.violations.is_empty(), "the wake's IPI is on its way: {:?}", s.violations);
+        s.vcpus[0].host_work = None;
+        s.audit();
+        assert!(s.violations.iter().any(|v| v.contains("on its way from no vCPU")), "{:?}", s.violations);
+        s.violations.clear();
         s.vcpus[1].wake_in_flight = false;
         s.audit();
         assert!(s.violations.iter().any(|v| v.starts_with("lost wake-up") && v.contains("barrier")), "{:?}", s.violations);
