@@ -244,6 +244,8 @@ impl Sim {
             HaltReason::Idle { wake_at } if wake_at <= now => {
                 vc.response = Response::NONE;
                 vc.act = Act::Ready;
+                // A reschedule IPI still on its way no longer ends this sleep (`Sim::wake_sent`).
+                vc.wake_in_flight = false;
                 self.poll_guest(v);
             }
             HaltReason::Idle { .. } | HaltReason::Finished => {

@@ -4,7 +4,8 @@
 //! reschedule IPIs that wake a peer sleeping in guest idle (when the sender's exit handler has
 //! run, as a shootdown's IPIs are delivered), and their delivery to a target that
 //! runs, waits for a pCPU or is halted. An IPI costs its target the handler, plus an exit and an
-//! entry if it interrupts guest mode (otherwise KVM injects it at the next entry), and is handled
+//! entry if it interrupts guest mode without posted interrupts (otherwise KVM injects it at the
+//! next entry, or posts it where the guest runs), and is handled
 //! only when the target runs: a target descheduled inside that work acknowledges
 //! only after it has run the rest (`postpone_acks`, `resume_acks`). A target whose guest runs with
 //! interrupts off, waiting for or holding a lock taken that way, takes its IPIs only when it
@@ -97,7 +98,8 @@ impl Sim {
     /// interrupts, whose virtual-interrupt delivery needs no exit). Linux 6.18's throttle task
     /// work, due at the first entry after its VM runs out of quota, waits for the loop's last
     /// entry (a few microseconds late; only with `cpu_max` on `eevdf-6.18`), and a vCPU held
-    /// there takes those IPIs at the entry after its hold, as any held vCPU does.
+    /// there takes those IPIs at the entry after its hold, as any held vCPU does, without the
+    /// interrupt-window exit it would owe there (about a microsecond).
     pub(crate) fn ipis_sent(&mut self, v: u32) {
         let c = &self.costs;
         let (entry, next_send) = (c.vm_entry, c.vm_entry + c.vm_exit + c.ipi_send);
@@ -112,7 +114,8 @@ impl Sim {
         if pending.is_empty() {
             vc.irqs_off = false;
             vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
-            if !self.held_at_next_entry(v) {
+            // One switched out takes them when it runs again (`switch_in`).
+            if vc.host == HostState::Running && !self.held_at_next_entry(v) {
                 self.handle_pending_ipis(v, true);
             }
         } else {
@@ -121,6 +124,38 @@ impl Sim {
         }
         for &t in now_sent.iter().rev() {
             self.deliver_ipi(v, t);
+        }
+    }
+
+    /// Whether `v` is inside the exit handler of an IPI send (the exit and the sends that end
+    /// its host work), past the entry that may come first.
+    pub(crate) fn in_send_handler(&self, v: u32) -> bool {
+        let c = &self.costs;
+        let vc = &self.vcpus[v as usize];
+        let Some(hw) = vc.host_work else { return false };
+        let sends = match hw.after {
+            After::WakeSent { .. } => 1,
+            After::SendIpis => match self.vms[vc.vm as usize].ipi_send {
+                IpiSend::X2apicPhysical => 1,
+                IpiSend::Multicast => vc.ipis_to_send.len() as u64,
+            },
+            _ => return false,
+        };
+        hw.remaining <= c.vm_exit + c.ipi_send * sends
+    }
+
+    /// `v` was switched out inside a send's exit handler. KVM's handler runs to its end, the
+    /// preemption being taken on the way back to the guest (`vcpu_enter_guest`), so its IPIs
+    /// are delivered now (the rest of the handler's time is not charged); the sends after it,
+    /// and the entry, wait for `v` to run again. Stale if `v` runs again or has moved on.
+    pub(crate) fn send_handled(&mut self, v: u32) {
+        if self.vcpus[v as usize].host == HostState::Running || !self.in_send_handler(v) {
+            return;
+        }
+        let Some(hw) = self.vcpus[v as usize].host_work.take() else { return };
+        match hw.after {
+            After::WakeSent { sleeper } => self.wake_sent(v, sleeper),
+            _ => self.ipis_sent(v),
         }
     }
 
@@ -206,20 +241,24 @@ impl Sim {
     }
 
     /// The handler of `v`'s reschedule IPI exit has run (`kvm_vcpu_kick` of the sleeper): the
-    /// sleep of `t` ends now if it still sleeps (at once if `t` is in its halt, else when its HLT
-    /// exit ends, as a due sleep). Then `v`'s entry and `local_irq_restore`, as after a
+    /// sleep of `t` ends now if it is still the sleep the IPI was sent to end (at once if `t` is in
+    /// its halt, else when its HLT exit ends, as a due sleep). Then `v`'s entry and `local_irq_restore`, as after a
     /// shootdown's sends ([`ipis_sent`](Self::ipis_sent)).
     pub(crate) fn wake_sent(&mut self, v: u32, t: u32) {
         let entry = self.costs.vm_entry;
         let vc = &mut self.vcpus[v as usize];
         vc.irqs_off = false;
         vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
-        if !self.held_at_next_entry(v) {
+        if vc.host == HostState::Running && !self.held_at_next_entry(v) {
             self.handle_pending_ipis(v, true);
         }
         let now = self.now;
         let target = &mut self.vcpus[t as usize];
-        target.wake_in_flight = false;
+        // A sleep that ended meanwhile (its timer) cleared the flag: `schedule()` cleared the
+        // reschedule request, and the IPI finds nothing to end (its interrupt is not charged).
+        if !std::mem::take(&mut target.wake_in_flight) {
+            return;
+        }
         if let Act::Halted(HaltReason::Idle { wake_at }) = &mut target.act {
             if *wake_at > now {
                 *wake_at = now;
@@ -229,7 +268,8 @@ impl Sim {
     }
 
     /// An IPI is handled once its target runs: at once if running (an exit, a VM entry and the
-    /// handler in guest mode; the handler alone in host work), after its next switch-in's entry
+    /// handler in guest mode, the handler alone with posted interrupts or in host work), after
+    /// its next switch-in's entry
     /// if preempted, after a wake-up if halted, after `local_irq_restore` if its interrupts are
     /// off; one arriving during an HLT exit keeps the halt from blocking.
     pub(crate) fn deliver_ipi(&mut self, from: u32, to: u32) {
@@ -250,8 +290,9 @@ impl Sim {
     }
 
     /// The running vCPU `v` handles its pending IPIs now. In guest mode they force an exit
-    /// (the host's IPI to its pCPU), and KVM injects them at the entry that follows; in host work
-    /// they are injected at that work's own entry, so only the guest's handlers are added.
+    /// (the host's IPI to its pCPU), and KVM injects them at the entry that follows, unless they
+    /// are posted; in host work they are injected at that work's own entry, so only the guest's
+    /// handlers are added.
     pub(crate) fn handle_ipis_now(&mut self, v: u32) {
         self.stop_segment(v);
         let in_guest = self.vcpus[v as usize].host_work.is_none();
@@ -419,6 +460,33 @@ mod tests {
         assert_eq!(ipi_send(""), IpiSend::X2apicPhysical, "a Linux 3.x guest");
         assert_eq!(ipi_send("tlb_flush = \"kvm-pv\""), IpiSend::Multicast, "a 6.8 guest");
         assert_eq!(ipi_send("tlb_flush = \"kvm-pv\"\nipi_send = \"x2apic-physical\""), IpiSend::X2apicPhysical);
+    }
+
+    #[test]
+    fn a_sender_switched_out_inside_a_sends_exit_handler_delivers_that_ipi_first() {
+        // The handler runs to its end; the preemption is taken on the way back to the guest,
+        // before the next ICR write, which waits for the sender to run again.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+        running(&mut s, 2, 1, Act::Compute { remaining: 1_000_000 });
+        assert!(!s.shootdown(0, 1, 2));
+        (s.vcpus[0].active, s.vcpus[0].seg_start) = (true, 5_000);
+        s.now += s.costs.vm_exit;
+        s.pcpus[0].curr = None;
+        s.stop_running(0);
+        let handled: Vec<u64> = std::iter::from_fn(|| s.q.pop()).filter_map(|(at, e)| matches!(e, Event::SendHandled { vcpu: 0 }).then_some(at)).collect();
+        assert_eq!(handled, vec![s.now], "due as the switch is done");
+        s.send_handled(0);
+        assert!(acks(&mut s).iter().any(|&(_, from, to)| (from, to) == (0, 1)), "vCPU 1 has its IPI");
+        assert!(s.vcpus[2].pending_ipis.is_empty() && s.vcpus[0].ipis_to_send == vec![2], "the second write waits");
+        let c = &s.costs;
+        assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(c.vm_entry + c.vm_exit + c.ipi_send));
+        // Switched out again in that entry, before the next write: nothing is delivered.
+        (s.vcpus[0].host, s.vcpus[0].active, s.vcpus[0].seg_start) = (HostState::Running, true, s.now);
+        s.now += 100;
+        s.stop_running(0);
+        assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::SendHandled { .. })));
     }
 
     #[test]
@@ -645,6 +713,26 @@ mod tests {
         assert!(!s.vcpus[0].irqs_off && !s.vcpus[1].wake_in_flight);
         assert_ne!(s.vcpus[1].host, HostState::Blocked, "woken");
         assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(s.costs.vm_entry));
+    }
+
+    #[test]
+    fn a_reschedule_ipi_that_arrives_after_its_sleep_has_ended_ends_no_later_sleep() {
+        // The sleeper's timer ended its sleep first: its `schedule()` cleared the reschedule
+        // request, and the late IPI does not end the next sleep.
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        let vc = &mut s.vcpus[1];
+        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at: 5_100 }), 1);
+        assert!(!s.wake_peer(0, 1));
+        s.now = 5_100;
+        running(&mut s, 1, 1, Act::Halted(HaltReason::Idle { wake_at: 5_100 }));
+        s.halt_returns(1, HaltReason::Idle { wake_at: 5_100 });
+        assert!(!s.vcpus[1].wake_in_flight, "the sleep the IPI was for is over");
+        let vc = &mut s.vcpus[1];
+        (vc.host, vc.act) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }));
+        s.now = 5_000 + s.costs.vm_exit + s.costs.ipi_send;
+        s.wake_sent(0, 1);
+        assert_eq!(s.vcpus[1].host, HostState::Blocked, "the next sleep goes on");
     }
 
     #[test]

@@ -236,6 +236,9 @@ impl Sim {
         if !self.ipi_acks[v as usize].is_empty() {
             self.postpone_acks(v);
         }
+        if self.in_send_handler(v) {
+            self.q.push(self.now, Event::SendHandled { vcpu: v });
+        }
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
         vc.host = HostState::Runnable;

@@ -566,6 +566,7 @@ impl Sim {
                 Event::BandwidthSlack { vm } => self.bandwidth_slack(vm),
                 Event::Interruption { pcpu } => self.host_interruption(pcpu),
                 Event::IpiAck { from, to } => self.ipi_ack(from, to),
+                Event::SendHandled { vcpu } => self.send_handled(vcpu),
                 Event::Audit => {
                     self.audit();
                     self.q.push(self.now + AUDIT_PERIOD_NS, Event::Audit);

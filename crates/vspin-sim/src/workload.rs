@@ -362,7 +362,8 @@ impl Barrier {
 
     /// Whether every thread of vCPU `cpu` (VM-relative) is queued on the barrier or about to be
     /// woken: the only case in which the vCPU may sleep with no timer (the monitor's lost
-    /// wake-up audit), as a wake ends such a sleep at once.
+    /// wake-up audit), as a wake ends such a sleep (once its IPI arrives: the audit spares a
+    /// vCPU with one on its way).
     pub(crate) fn holds_every_thread_of(&self, cpu: u32) -> bool {
         self.queued_threads(cpu) == self.threads_per_vcpu as usize
     }
