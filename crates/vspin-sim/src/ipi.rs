@@ -418,6 +418,25 @@ mod tests {
         delivered
     }
 
+    /// At 5 µs, vCPU 0 begins a flush of vCPUs 1 and 2, both running in guest mode on pCPU 1.
+    fn flushing_two_running_vcpus() -> Sim {
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
+        running(&mut s, 2, 1, Act::Compute { remaining: 1_000_000 });
+        assert!(!s.shootdown(0, 1, 2));
+        s
+    }
+
+    /// At 5 µs, vCPU 1 sleeps in guest idle on pCPU 1, its thread blocked, until `wake_at`.
+    fn asleep_in_guest_idle_until(wake_at: u64) -> Sim {
+        let mut s = guest("ple = { policy = \"off\" }", "ipi");
+        s.now = 5_000;
+        let vc = &mut s.vcpus[1];
+        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at }), 1);
+        s
+    }
+
     fn acks(s: &mut Sim) -> Vec<(u64, u32, u32)> {
         std::iter::from_fn(|| s.q.pop())
             .filter_map(|(at, e)| match e {
@@ -466,11 +485,7 @@ mod tests {
     fn a_sender_switched_out_inside_a_sends_exit_handler_delivers_that_ipi_first() {
         // The handler runs to its end; the preemption is taken on the way back to the guest,
         // before the next ICR write, which waits for the sender to run again.
-        let mut s = guest("ple = { policy = \"off\" }", "ipi");
-        s.now = 5_000;
-        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
-        running(&mut s, 2, 1, Act::Compute { remaining: 1_000_000 });
-        assert!(!s.shootdown(0, 1, 2));
+        let mut s = flushing_two_running_vcpus();
         (s.vcpus[0].active, s.vcpus[0].seg_start) = (true, 5_000);
         s.now += s.costs.vm_exit;
         s.pcpus[0].curr = None;
@@ -510,11 +525,7 @@ mod tests {
     fn an_ipi_reaching_a_sender_during_its_sends_waits_for_its_interrupts_back_on() {
         // The send loop runs with interrupts off; `local_irq_restore` after it takes what came
         // meanwhile, with an interrupt-window exit.
-        let mut s = guest("ple = { policy = \"off\" }", "ipi");
-        s.now = 5_000;
-        running(&mut s, 1, 1, Act::Compute { remaining: 1_000_000 });
-        running(&mut s, 2, 1, Act::Compute { remaining: 1_000_000 });
-        assert!(!s.shootdown(0, 1, 2));
+        let mut s = flushing_two_running_vcpus();
         s.deliver_ipi(3, 0);
         assert_eq!(s.vcpus[0].pending_ipis, vec![3], "held while the sends run");
         let (exit, send, entry) = (s.costs.vm_exit, s.costs.ipi_send, s.costs.vm_entry);
@@ -696,10 +707,7 @@ mod tests {
     fn a_reschedule_ipi_wakes_its_sleeper_in_the_senders_exit_handler_and_no_second_is_sent() {
         // `try_to_wake_up` sends one ICR write; KVM kicks the sleeper in that exit's handler,
         // and a second waker finds its idle already ending (`resched_curr` sends no second IPI).
-        let mut s = guest("ple = { policy = \"off\" }", "ipi");
-        s.now = 5_000;
-        let vc = &mut s.vcpus[1];
-        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at: 1_000_000 }), 1);
+        let mut s = asleep_in_guest_idle_until(1_000_000);
         running(&mut s, 2, 1, Act::Ready);
         assert!(!s.wake_peer(0, 1), "vCPU 0 sends the IPI");
         assert!(s.vcpus[0].irqs_off && s.vcpus[1].wake_in_flight);
@@ -719,10 +727,7 @@ mod tests {
     fn a_reschedule_ipi_that_arrives_after_its_sleep_has_ended_ends_no_later_sleep() {
         // The sleeper's timer ended its sleep first: its `schedule()` cleared the reschedule
         // request, and the late IPI does not end the next sleep.
-        let mut s = guest("ple = { policy = \"off\" }", "ipi");
-        s.now = 5_000;
-        let vc = &mut s.vcpus[1];
-        (vc.host, vc.act, vc.pcpu) = (HostState::Blocked, Act::Halted(HaltReason::Idle { wake_at: 5_100 }), 1);
+        let mut s = asleep_in_guest_idle_until(5_100);
         assert!(!s.wake_peer(0, 1));
         s.now = 5_100;
         running(&mut s, 1, 1, Act::Halted(HaltReason::Idle { wake_at: 5_100 }));
