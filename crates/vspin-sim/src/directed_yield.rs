@@ -172,9 +172,10 @@ impl Sim {
                 let ready = vc.host == HostState::Runnable;
                 // `kvm_vcpu_is_blocking(vcpu) && !kvm_arch_dy_runnable(vcpu)`: a vCPU woken from
                 // HLT is still on its wait until it runs; only a kick (`pv_unhalted`) or an
-                // interrupt (`KVM_REQ_EVENT`) makes it worth a yield, not its timer, whose
-                // expiry raises `KVM_REQ_UNBLOCK` alone.
-                let woken_by_its_timer = vc.woken && !vc.pv_unhalted && vc.pending_ipis.is_empty();
+                // interrupt (`KVM_REQ_EVENT`: a pending IPI, or the reschedule IPI that woke it)
+                // makes it worth a yield, not its timer, whose expiry raises `KVM_REQ_UNBLOCK`
+                // alone.
+                let woken_by_its_timer = vc.woken && !vc.pv_unhalted && vc.pending_ipis.is_empty() && !vc.woken_by_ipi;
                 let in_user_mode = matches!(vc.act, Act::Compute { .. })
                     && vc.held.is_none()
                     && vc.releasing.is_none()
@@ -392,6 +393,9 @@ mod tests {
         assert_eq!(candidate_for(&s), (false, false), "blocking, and not runnable for dy (KVM_REQ_UNBLOCK only)");
         s.vcpus[1].pending_ipis.push(0);
         assert_eq!(candidate_for(&s), (false, true), "an interrupt waits for it (KVM_REQ_EVENT)");
+        s.vcpus[1].pending_ipis.clear();
+        s.vcpus[1].woken_by_ipi = true;
+        assert_eq!(candidate_for(&s), (false, true), "so does the reschedule IPI that woke it");
     }
 
     #[test]

@@ -262,6 +262,8 @@ impl Sim {
         if let Act::Halted(HaltReason::Idle { wake_at }) = &mut target.act {
             if *wake_at > now {
                 *wake_at = now;
+                // Set before the wake, which may switch it in at once.
+                target.woken_by_ipi = target.host == HostState::Blocked;
                 self.end_halt(t);
             }
         }
@@ -717,9 +719,11 @@ mod tests {
         let hw = s.vcpus[0].host_work.take().expect("the ICR-write exit");
         assert_eq!(hw.remaining, s.costs.vm_exit + s.costs.ipi_send);
         s.now += hw.remaining;
+        s.vcpus[1].se.vruntime = 1 << 40; // far ahead: no wake-up preemption of vCPU 2
         s.wake_sent(0, 1);
         assert!(!s.vcpus[0].irqs_off && !s.vcpus[1].wake_in_flight);
-        assert_ne!(s.vcpus[1].host, HostState::Blocked, "woken");
+        assert_eq!(s.vcpus[1].host, HostState::Runnable, "woken, behind vCPU 2");
+        assert!(s.vcpus[1].woken_by_ipi, "with the IPI's interrupt waiting for it");
         assert_eq!(s.vcpus[0].host_work.map(|w| w.remaining), Some(s.costs.vm_entry));
     }
 

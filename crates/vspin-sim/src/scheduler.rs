@@ -291,6 +291,7 @@ impl Sim {
         // A vCPU preempted in guest mode re-enters after the switch; one preempted in host work
         // (an exit being handled) finishes that work first, and it ends in the entry.
         let reentry = if vc.host_work.is_none() { entry } else { 0 };
+        vc.woken_by_ipi = false;
         let cost = switch + reentry + idle_exit + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
         match vc.host_work.as_mut() {
             Some(hw) => hw.remaining += cost,

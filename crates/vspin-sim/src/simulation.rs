@@ -502,6 +502,7 @@ impl Sim {
             irqs_off: false,
             ipis_to_send: Vec::new(),
             wake_in_flight: false,
+            woken_by_ipi: false,
             call_function_word: words[index as usize * WORDS_PER_CPU + vspin_locks::PerCpuSlot::COUNT],
             waiting: None,
             held: None,

@@ -181,6 +181,9 @@ pub(crate) struct Vcpu {
     /// idle is already ending, so no other waker sends one, and a thread of it that has left a
     /// barrier is on its way, not lost.
     pub wake_in_flight: bool,
+    /// Woken from its halt by a reschedule IPI (`Sim::wake_sent`) and not yet run: an interrupt
+    /// waits for it (`KVM_REQ_EVENT`), which 6.8's directed yield counts. Cleared at switch-in.
+    pub woken_by_ipi: bool,
     pub call_function_word: SimWord,
     // guest lock state (global lock indices)
     pub waiting: Option<u32>,
