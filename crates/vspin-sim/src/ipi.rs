@@ -76,20 +76,37 @@ impl Sim {
     /// write, so one exit, per target, each delivering its IPI during its handler; multicast, one
     /// exit whose handler delivers them all. Each exit pays `ipi_send` per IPI it sends.
     fn send_ipis(&mut self, v: u32, mut targets: Vec<u32>) {
-        let c = &self.costs;
-        let vc = &self.vcpus[v as usize];
-        let sends = match self.vms[vc.vm as usize].ipi_send {
-            IpiSend::X2apicPhysical => 1,
-            IpiSend::Multicast => targets.len() as u64,
-        };
-        let first_exit = c.vm_exit + c.ipi_send * sends;
         // In CPU order, as `for_each_cpu` walks the mask; kept last first, to be popped.
         targets.sort_unstable_by(|a, b| b.cmp(a));
         let vc = &mut self.vcpus[v as usize];
         debug_assert!(!vc.irqs_off, "shootdowns are sent after the unlock");
         vc.irqs_off = true;
         vc.ipis_to_send = targets;
-        vc.host_work = Some(HostWork { remaining: first_exit, after: After::SendIpis });
+        let first_exit = self.send_exit(v);
+        self.vcpus[v as usize].host_work = Some(HostWork { remaining: first_exit, after: After::SendIpis });
+    }
+
+    /// How long the next exit of `v`'s send loop lasts, its handler included: one IPI per exit
+    /// in x2APIC physical mode, all that are left in a multicast one.
+    fn send_exit(&self, v: u32) -> u64 {
+        let vc = &self.vcpus[v as usize];
+        let sends = match self.vms[vc.vm as usize].ipi_send {
+            IpiSend::X2apicPhysical => 1,
+            IpiSend::Multicast => vc.ipis_to_send.len() as u64,
+        };
+        self.costs.vm_exit + self.costs.ipi_send * sends
+    }
+
+    /// The sender's last send has been handled: the VM entry, then `local_irq_restore`, which
+    /// takes the IPIs that reached `v` meanwhile (a vCPU switched out takes them when it runs
+    /// again, in `switch_in`).
+    fn sends_done(&mut self, v: u32) {
+        let vc = &mut self.vcpus[v as usize];
+        vc.irqs_off = false;
+        vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+        if vc.host == HostState::Running && !self.held_at_next_entry(v) {
+            self.handle_pending_ipis(v, true);
+        }
     }
 
     /// The handler of `v`'s send exit has run: its IPIs are delivered. Then the VM entry, and
@@ -102,7 +119,7 @@ impl Sim {
     /// interrupt-window exit it would owe there (about a microsecond).
     pub(crate) fn ipis_sent(&mut self, v: u32) {
         let c = &self.costs;
-        let (entry, next_send) = (c.vm_entry, c.vm_entry + c.vm_exit + c.ipi_send);
+        let next_send = c.vm_entry + c.vm_exit + c.ipi_send;
         let vc = &mut self.vcpus[v as usize];
         let mut pending = std::mem::take(&mut vc.ipis_to_send);
         let now_sent = match self.vms[vc.vm as usize].ipi_send {
@@ -112,12 +129,7 @@ impl Sim {
         // The next host work is set before the deliveries, which may preempt `v` (a woken target
         // on its pCPU): it is then resumed at `v`'s next switch-in.
         if pending.is_empty() {
-            vc.irqs_off = false;
-            vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
-            // One switched out takes them when it runs again (`switch_in`).
-            if vc.host == HostState::Running && !self.held_at_next_entry(v) {
-                self.handle_pending_ipis(v, true);
-            }
+            self.sends_done(v);
         } else {
             vc.host_work = Some(HostWork { remaining: next_send, after: After::SendIpis });
             vc.ipis_to_send = pending;
@@ -130,18 +142,12 @@ impl Sim {
     /// Whether `v` is inside the exit handler of an IPI send (the exit and the sends that end
     /// its host work), past the entry that may come first.
     pub(crate) fn in_send_handler(&self, v: u32) -> bool {
-        let c = &self.costs;
-        let vc = &self.vcpus[v as usize];
-        let Some(hw) = vc.host_work else { return false };
-        let sends = match hw.after {
-            After::WakeSent { .. } => 1,
-            After::SendIpis => match self.vms[vc.vm as usize].ipi_send {
-                IpiSend::X2apicPhysical => 1,
-                IpiSend::Multicast => vc.ipis_to_send.len() as u64,
-            },
-            _ => return false,
-        };
-        hw.remaining <= c.vm_exit + c.ipi_send * sends
+        let Some(hw) = self.vcpus[v as usize].host_work else { return false };
+        match hw.after {
+            After::WakeSent { .. } => hw.remaining <= self.costs.vm_exit + self.costs.ipi_send,
+            After::SendIpis => hw.remaining <= self.send_exit(v),
+            _ => false,
+        }
     }
 
     /// `v` was switched out inside a send's exit handler. KVM's handler runs to its end, the
@@ -245,13 +251,7 @@ impl Sim {
     /// its halt, else when its HLT exit ends, as a due sleep). Then `v`'s entry and `local_irq_restore`, as after a
     /// shootdown's sends ([`ipis_sent`](Self::ipis_sent)).
     pub(crate) fn wake_sent(&mut self, v: u32, t: u32) {
-        let entry = self.costs.vm_entry;
-        let vc = &mut self.vcpus[v as usize];
-        vc.irqs_off = false;
-        vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
-        if vc.host == HostState::Running && !self.held_at_next_entry(v) {
-            self.handle_pending_ipis(v, true);
-        }
+        self.sends_done(v);
         let now = self.now;
         let target = &mut self.vcpus[t as usize];
         // A sleep that ended meanwhile (its timer) cleared the flag: `schedule()` cleared the
