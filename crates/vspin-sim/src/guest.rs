@@ -6,7 +6,7 @@
 //! request, advances simulated time as the request costs, writes the result back and polls the
 //! future again. A future is never polled by anything but the simulator, so no waker is needed.
 use crate::memory::SimWord;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -24,7 +24,12 @@ pub(crate) enum MemOp {
     Cas(u64, u64),
 }
 
-/// Bookkeeping the workload reports; it costs no simulated time.
+/// Bookkeeping the workload reports; it costs no simulated time and needs no answer, so guest
+/// code does not suspend for it: a note waits in the thread's mailbox, and the simulator reads
+/// the notes of a poll, in order, before the request that ends it ([`take_notes`]). Nothing
+/// happens between a note and that request, so this is what handling each note at once would
+/// do, without a poll of the nested lock futures per note (about half of all polls). What can
+/// start host work is a request instead: [`Req::InterruptsOn`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Note {
     LockBegin(u32),
@@ -32,8 +37,8 @@ pub(crate) enum Note {
     LockRelease(u32),
     /// `local_irq_save` before a lock taken with interrupts off.
     InterruptsOff,
-    /// `local_irq_restore` after its unlock.
-    InterruptsOn,
+    /// A work unit is done. If that completes its VM's target, the vCPU halts for good and the
+    /// request after the note is never carried out, as the guest is never polled again.
     WorkDone,
 }
 
@@ -68,7 +73,9 @@ pub(crate) enum Req {
     /// Read the time left in the vCPU's slice from the LAS page (answered, when there is one,
     /// with the time and `ok`, after the read's cost).
     SliceRemaining,
-    Note(Note),
+    /// `local_irq_restore` after the unlock of a lock taken with interrupts off: IPIs that came
+    /// meanwhile are taken now, which is host work.
+    InterruptsOn,
 }
 
 /// The simulator's answer to a request. `value`: the word's value (a load's, the old one of a
@@ -91,11 +98,17 @@ impl Response {
 thread_local! {
     static REQUEST: Cell<Option<Req>> = const { Cell::new(None) };
     static RESPONSE: Cell<Response> = const { Cell::new(Response::NONE) };
+    static NOTES: RefCell<Vec<Note>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Take the request the last poll left in the mailbox.
 pub(crate) fn take_request() -> Option<Req> {
     REQUEST.with(|r| r.take())
+}
+
+/// Move the notes left since the last call into `into`, in the order they were made.
+pub(crate) fn take_notes(into: &mut Vec<Note>) {
+    NOTES.with(|q| into.append(&mut q.borrow_mut()));
 }
 
 /// Answer the pending request before the next poll.
@@ -175,8 +188,13 @@ impl SimCpu {
         call(Req::Sleep(ns)).await;
     }
 
-    pub(crate) async fn note(&self, n: Note) {
-        call(Req::Note(n)).await;
+    pub(crate) fn note(&self, n: Note) {
+        NOTES.with(|q| q.borrow_mut().push(n));
+    }
+
+    /// See [`Req::InterruptsOn`].
+    pub(crate) async fn interrupts_on(&self) {
+        call(Req::InterruptsOn).await;
     }
 
     /// `try_to_wake_up` of a thread sleeping on another vCPU: a reschedule IPI if one sleeps.

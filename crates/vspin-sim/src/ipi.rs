@@ -676,7 +676,7 @@ mod tests {
         assert!(std::iter::from_fn(|| s.q.pop()).all(|(_, e)| !matches!(e, Event::IpiAck { .. })), "none handled yet");
         assert_eq!(s.vcpus[1].pending_ipis, vec![0]);
         s.now = 20_000;
-        assert!(!s.note(1, crate::guest::Note::InterruptsOn), "the interrupt-window exit is host work");
+        assert!(!s.interrupts_on(1), "the interrupt-window exit is host work");
         let acks: Vec<u64> = std::iter::from_fn(|| s.q.pop())
             .filter_map(|(at, e)| matches!(e, Event::IpiAck { from: 0, to: 1 }).then_some(at))
             .collect();
@@ -697,7 +697,7 @@ mod tests {
             assert!(!s.shootdown(0, 1, 2));
             let delivered = send_all(&mut s, 0);
             s.now = 20_000;
-            assert!(!s.note(2, crate::guest::Note::InterruptsOn));
+            assert!(!s.interrupts_on(2));
             let c = &s.costs;
             let exit = if posted { 0 } else { c.vm_exit + c.vm_entry };
             let (to_1, to_2) = (delivered[0] + exit + c.ipi_send, 20_000 + exit + c.ipi_send);

@@ -171,6 +171,8 @@ pub struct Sim {
     pub(crate) vms: Vec<Vm>,
     pub(crate) locks: Vec<LockState>,
     guests: Vec<GuestFuture>,
+    /// The notes of the guest being polled (`guest::take_notes`), a buffer kept between polls.
+    notes: Vec<Note>,
     /// Spinning vCPUs per word.
     pub(crate) watchers: Vec<Vec<u32>>,
     /// The first of the vCPUs' private words, one per vCPU in vCPU order, on which a lone PAUSE
@@ -322,6 +324,13 @@ impl Sim {
             vms: Vec::new(),
             locks: Vec::new(),
             guests: Vec::new(),
+            notes: {
+                // A run that panicked in the middle of a poll on this thread may have left some.
+                let mut stale = Vec::new();
+                guest::take_notes(&mut stale);
+                stale.clear();
+                stale
+            },
             watchers: Vec::new(),
             first_relax_word: 0,
             spare_watchers: Vec::new(),
@@ -790,9 +799,19 @@ impl Sim {
                 unreachable!("guest threads loop forever");
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
+            guest::take_notes(&mut self.notes);
+            if !self.notes.is_empty() {
+                let notes = std::mem::take(&mut self.notes);
+                let finished = !notes.iter().all(|&n| self.note(v, n));
+                self.notes = notes;
+                self.notes.clear();
+                if finished {
+                    break;
+                }
+            }
             let vc = &mut self.vcpus[v as usize];
             // Computing and PAUSEs overlap a pending memory latency; everything else waits for it.
-            if vc.access_latency > 0 && !matches!(req, Req::Compute(..) | Req::Note(_) | Req::Relax) {
+            if vc.access_latency > 0 && !matches!(req, Req::Compute(..) | Req::InterruptsOn | Req::Relax) {
                 vc.act = Act::Delayed { req, remaining: std::mem::take(&mut vc.access_latency) };
                 break;
             }
@@ -907,7 +926,7 @@ impl Sim {
             Req::Shootdown { start, count } => self.shootdown(v, start, count),
             Req::WakePeer { start } => self.wake_peer(v, start),
             Req::WakeVcpu(cpu) => self.wake_vcpu(v, cpu),
-            Req::Note(n) => self.note(v, n),
+            Req::InterruptsOn => self.interrupts_on(v),
             Req::Clock => {
                 self.vcpus[v as usize].response = Response::new(now, false);
                 true
@@ -946,47 +965,56 @@ impl Sim {
 
     // ----- bookkeeping notes from the workload --------------------------------------------------
 
+    /// Record a note of vCPU `v`'s guest (it takes no time). Returns false if it was the work
+    /// unit that completed the VM's target: the vCPU has halted for good.
     pub(crate) fn note(&mut self, v: u32, n: Note) -> bool {
-        let vm_id = self.vcpus[v as usize].vm;
-        let lock_base = self.lock_base(vm_id);
+        let lock_base = self.lock_base(self.vcpus[v as usize].vm);
         match n {
             Note::LockBegin(l) => self.lock_begin(v, lock_base + l),
             Note::LockAcquired(l) => self.lock_acquired(v, lock_base + l),
             Note::LockRelease(l) => self.lock_release(v, lock_base + l),
             Note::InterruptsOff => self.vcpus[v as usize].irqs_off = true,
-            Note::InterruptsOn => {
-                let vc = &mut self.vcpus[v as usize];
-                vc.irqs_off = false;
-                // The IPIs that came meanwhile are taken now (an interrupt-window exit, or
-                // virtual-interrupt delivery with posted interrupts).
-                if !vc.pending_ipis.is_empty() {
-                    vc.act = Act::Ready;
-                    vc.response = Response::NONE;
-                    self.handle_pending_ipis(v, true);
-                    return false;
-                }
-            }
-            Note::WorkDone => {
-                if let Some(l) = self.vcpus[v as usize].releasing.take() {
-                    self.locks[l as usize].releasers -= 1;
-                }
-                let vc = &mut self.vcpus[v as usize];
-                vc.work_units += 1;
-                let vm = &mut self.vms[vm_id as usize];
-                vm.work_units += 1;
-                if vm.completed_at.is_none() && vm.target.is_some_and(|t| vm.work_units >= t) {
-                    vm.completed_at = Some(self.now);
-                    self.stop = self.vms.iter().all(|m| m.target.is_none() || m.completed_at.is_some())
-                        && self.vms.iter().any(|m| m.target.is_some());
-                    self.finish_barrier_sleepers(vm_id);
-                }
-                if self.vms[vm_id as usize].completed_at.is_some() {
-                    self.start_halt(v, HaltReason::Finished);
-                    return false;
-                }
-            }
+            Note::WorkDone => return self.work_done(v),
         }
-        self.vcpus[v as usize].response = Response::NONE;
+        true
+    }
+
+    /// [`Req::InterruptsOn`]. Returns false if it took host work (the IPIs that came meanwhile).
+    pub(crate) fn interrupts_on(&mut self, v: u32) -> bool {
+        let vc = &mut self.vcpus[v as usize];
+        vc.irqs_off = false;
+        // The IPIs that came meanwhile are taken now (an interrupt-window exit, or
+        // virtual-interrupt delivery with posted interrupts).
+        if !vc.pending_ipis.is_empty() {
+            vc.act = Act::Ready;
+            vc.response = Response::NONE;
+            self.handle_pending_ipis(v, true);
+            return false;
+        }
+        vc.response = Response::NONE;
+        true
+    }
+
+    /// [`Note::WorkDone`]. Returns false if it completed the VM's target (the vCPU halts).
+    fn work_done(&mut self, v: u32) -> bool {
+        let vm_id = self.vcpus[v as usize].vm;
+        if let Some(l) = self.vcpus[v as usize].releasing.take() {
+            self.locks[l as usize].releasers -= 1;
+        }
+        let vc = &mut self.vcpus[v as usize];
+        vc.work_units += 1;
+        let vm = &mut self.vms[vm_id as usize];
+        vm.work_units += 1;
+        if vm.completed_at.is_none() && vm.target.is_some_and(|t| vm.work_units >= t) {
+            vm.completed_at = Some(self.now);
+            self.stop = self.vms.iter().all(|m| m.target.is_none() || m.completed_at.is_some())
+                && self.vms.iter().any(|m| m.target.is_some());
+            self.finish_barrier_sleepers(vm_id);
+        }
+        if self.vms[vm_id as usize].completed_at.is_some() {
+            self.start_halt(v, HaltReason::Finished);
+            return false;
+        }
         true
     }
 

@@ -401,9 +401,9 @@ impl Barrier {
     /// hash-bucket lock, number `lock` of the VM's locks.
     async fn wait(&self, cpu: &SimCpu, threads: &mut GuestThreads, hb: &GuestLock, lock: u32, switch_ns: u64) {
         cpu.kernel_compute(FUTEX_ENTRY_NS).await;
-        cpu.note(Note::LockBegin(lock)).await;
+        cpu.note(Note::LockBegin(lock));
         hb.lock(cpu).await;
-        cpu.note(Note::LockAcquired(lock)).await;
+        cpu.note(Note::LockAcquired(lock));
         self.state.borrow_mut().arrived += 1;
         if self.state.borrow().arrived == self.threads {
             {
@@ -419,7 +419,7 @@ impl Barrier {
                 let Some(t) = next else { break };
                 cpu.wake_vcpu(t).await;
             }
-            cpu.note(Note::LockRelease(lock)).await;
+            cpu.note(Note::LockRelease(lock));
             // SAFETY: this thread took `hb` above.
             unsafe { hb.unlock(cpu).await };
             return;
@@ -428,7 +428,7 @@ impl Barrier {
         self.state.borrow_mut().queued.push(me);
         threads.queued += 1;
         cpu.kernel_compute(FUTEX_QUEUE_NS).await;
-        cpu.note(Note::LockRelease(lock)).await;
+        cpu.note(Note::LockRelease(lock));
         // SAFETY: this thread took `hb` above.
         unsafe { hb.unlock(cpu).await };
         if threads.others.is_empty() {
@@ -464,18 +464,18 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
             let l = profile.pick_lock(&mut rng);
             let irqs_off = profile.irqs_off(l);
             if irqs_off {
-                cpu.note(Note::InterruptsOff).await;
+                cpu.note(Note::InterruptsOff);
             }
-            cpu.note(Note::LockBegin(l as u32)).await;
+            cpu.note(Note::LockBegin(l as u32));
             locks[l].lock(&cpu).await;
-            cpu.note(Note::LockAcquired(l as u32)).await;
+            cpu.note(Note::LockAcquired(l as u32));
             let long = profile.cs_long_probability > 0.0 && rng.uniform() < profile.cs_long_probability;
             cpu.compute(profile.length(&mut rng, if long { profile.cs_long_ns } else { profile.cs_ns })).await;
-            cpu.note(Note::LockRelease(l as u32)).await;
+            cpu.note(Note::LockRelease(l as u32));
             // SAFETY: this thread took `locks[l]` above.
             unsafe { locks[l].unlock(&cpu).await };
             if irqs_off {
-                cpu.note(Note::InterruptsOn).await;
+                cpu.interrupts_on().await;
             }
         }
         // As `tlb_finish_mmu` does, the flush is sent after the page-table lock is dropped.
@@ -486,7 +486,7 @@ pub(crate) async fn guest_thread(cpu: SimCpu, locks: Rc<[GuestLock]>, profile: R
         if profile.wake_probability > 0.0 && rng.uniform() < profile.wake_probability {
             cpu.wake_peer(rng.below(nr as u64) as u32).await;
         }
-        cpu.note(Note::WorkDone).await;
+        cpu.note(Note::WorkDone);
         threads.since_barrier += 1;
     }
 }
