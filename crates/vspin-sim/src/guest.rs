@@ -2,9 +2,12 @@
 //! mailbox through which suspended guest code talks to the simulator.
 //!
 //! Guest code (a workload loop calling lock algorithms) is one `async` future per vCPU. Every
-//! platform call places a [`Req`] in the thread's mailbox and suspends; the simulator takes the
-//! request, advances simulated time as the request costs, writes the result back and polls the
-//! future again. A future is never polled by anything but the simulator, so no waker is needed.
+//! `async` platform call places a [`Req`] in the thread's mailbox and suspends; the simulator
+//! takes the request, advances simulated time as the request costs, writes the result back and
+//! polls the future again. Bookkeeping that needs no answer ([`Note`], through
+//! [`SimCpu::note`]) goes to a list of its own without suspending; the simulator applies a
+//! poll's notes ([`take_notes`]) before the request that ended it. A future is never polled by
+//! anything but the simulator, so no waker is needed.
 use crate::memory::SimWord;
 use std::cell::{Cell, RefCell};
 use std::future::Future;

@@ -2,7 +2,8 @@
 //!
 //! A deterministic discrete-event simulator of a virtualized host, built to study spinlocks
 //! under vCPU preemption. A [`Scenario`] describes the host (pCPUs and a cost table), the
-//! hypervisor (CFS or EEVDF scheduling, Pause-Loop Exiting, directed yield) and the VMs (vCPUs,
+//! hypervisor (CFS, EEVDF, Xen credit1 or gang scheduling; Pause-Loop Exiting; directed yield;
+//! CPU quotas) and the VMs (vCPUs,
 //! pinning, guest lock, workload); [`run`] simulates it and returns a [`RunResult`].
 //!
 //! ```
@@ -26,7 +27,8 @@
 //! vCPUs run guest code (`workload` calling `vspin-locks` algorithms through `guest`'s
 //! platform) whose memory operations go through [`memory`] (a write re-reads the word's
 //! spinners: `spin`), whose halts and kicks go to KVM's `halt`, whose pause loops reach PLE
-//! exits in `spin` (window policy in `ple`, candidate search in `directed_yield`), all on the
+//! exits in `spin` (window policy in `ple`, candidate search in `directed_yield`; under credit1
+//! a yield), all on the
 //! host's `scheduler` → the `monitor` checks invariants → [`metrics`].
 pub mod engine;
 pub mod memory;
