@@ -1049,7 +1049,15 @@ impl Scenario {
             }
             // A fixed window never grows, so its `max_cycles` is kept, not checked.
             if ple.policy == PlePolicy::Kvm && ple.max_cycles < ple.window_cycles {
-                return Err(err("hypervisor.ple.max_cycles", format!("{} must be at least window_cycles ({})", ple.max_cycles, ple.window_cycles)));
+                // Either key may be the one the user set: say what to change in both.
+                let msg = format!(
+                    "{} must be at least window_cycles ({}): a \"kvm\" window grows from window_cycles up to max_cycles (default {}); raise max_cycles (up to {}) or lower window_cycles",
+                    ple.max_cycles,
+                    ple.window_cycles,
+                    PleConfig::default().max_cycles,
+                    u32::MAX
+                );
+                return Err(err("hypervisor.ple.max_cycles", msg));
             }
         }
         self.validate_pause_filter()?;
