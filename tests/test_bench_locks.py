@@ -35,6 +35,14 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert "oticket" in capsys.readouterr().out
 
 
+def test_bench_locks_without_json_prints_the_table_alone(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench-locks", "--locks", "tas", "--threads", "1", "--seconds", "0.02", "--warmup", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "tas" in captured.out and "report:" not in captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     out = str(tmp_path / "x.json")
     assert main(["bench-locks", "--locks", "nope", "--json", out]) == 2

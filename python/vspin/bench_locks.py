@@ -147,12 +147,13 @@ def plot(report: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for i, lock in enumerate(dict.fromkeys(r["lock"] for r in report["results"])):
         rows = [r for r in report["results"] if r["lock"] == lock]
-        # The colour cycle has ten colours: the next ten locks are dashed, so no two lines look alike.
-        ax.plot([r["threads"] for r in rows], [max(r["ops_per_sec"], 1e-3) for r in rows], marker="o", label=lock,
-                linestyle="-" if i % 20 < 10 else "--")
+        # The colour cycle has ten colours: the next ten locks are dashed, and the markers cycle
+        # over nine shapes, so no two lines look alike even where collapsed locks overlap.
+        ax.plot([r["threads"] for r in rows], [max(r["ops_per_sec"], 1e-3) for r in rows], marker="osv^DpX*P"[i % 9],
+                label=lock, linestyle="-" if i % 20 < 10 else "--", markerfacecolor="none")
     ax.set_yscale("log")
     # Thread counts double from one point to the next: a log axis spaces them evenly, ticked at
     # the counts measured.
@@ -164,7 +165,8 @@ def plot(report: dict, path: str) -> None:
     ax.set_ylabel("acquisitions per second")
     ax.set_title(f"locks on {report['machine']['cores']} cores")
     ax.axvline(report["machine"]["cores"], color="grey", linestyle=":", linewidth=1, label="cores")
-    ax.legend(fontsize="small", ncol=2)
+    # Beside the axes: inside, it would hide the lines of a whole band of locks.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

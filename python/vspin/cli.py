@@ -283,10 +283,15 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(table(report))
-    _write_json(args.json, report)
+    written = []
+    if args.json:
+        _write_json(args.json, report)
+        written.append(f"report: {args.json}")
     if args.plot:
         plot(report, args.plot)
-    print(f"report: {args.json}" + (f", plot: {args.plot}" if args.plot else ""), file=sys.stderr)
+        written.append(f"plot: {args.plot}")
+    if written:
+        print(", ".join(written), file=sys.stderr)
     return 0
 
 
@@ -508,7 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-max", type=_cpu_max, metavar="QUOTA_US[/PERIOD_US]",
                    help="run the threads in a cgroup with this CPU quota, as a container with a CPU limit "
                         "(100000 is one CPU; the period defaults to 100000; needs root or a delegated cgroup)")
-    p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--json", type=_output_file, metavar="FILE",
+                   help="also write the report as JSON here (the table alone is printed without it)")
     p.add_argument("--plot", type=_plot_file, metavar="FILE.png", help="draw throughput against threads (log y)")
     p.set_defaults(func=_cmd_bench_locks)
 
