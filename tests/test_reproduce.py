@@ -114,6 +114,31 @@ def test_all_writes_an_index_of_experiments(toys, tmp_path):
     assert "3 of 4 checks passed" in index
 
 
+def test_an_experiment_rerun_at_another_scale_keeps_the_index_true(toys, tmp_path):
+    reproduce("all", "quick", tmp_path, workers=1)
+    reproduce("toy", "full", tmp_path, workers=1)
+    index = (tmp_path / "index.html").read_text()
+    assert "Scales differ" in index and "Scale: quick" not in index
+    assert "<td>full</td>" in index and "<td>quick</td>" in index
+    assert 'href="toyfail/index.html"' in index  # the report not rerun stays indexed
+
+
+def test_a_lone_experiment_writes_no_index_unless_one_is_there(toys, tmp_path):
+    reproduce("toy", "quick", tmp_path, workers=1)
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_the_page_names_the_document_that_explains_it(toys, tmp_path):
+    EXPERIMENTS["toyfail"].explained_in = "docs/mechanisms/toy.md"
+    try:
+        reproduce("toyfail", "quick", tmp_path, workers=1)
+    finally:
+        del EXPERIMENTS["toyfail"].explained_in
+    assert "<code>docs/mechanisms/toy.md</code> in the vspin source tree" in (tmp_path / "toyfail" / "index.html").read_text()
+    reproduce("toy", "quick", tmp_path, workers=1)
+    assert "vspin source tree" not in (tmp_path / "toy" / "index.html").read_text()
+
+
 def test_cli_exit_codes(toys, tmp_path, capsys):
     out = str(tmp_path)
     assert main(["reproduce", "toy", "--quick", "--out", out, "--workers", "1"]) == 0

@@ -94,7 +94,9 @@ def binned_trace(epochs: list[dict], size: int = TRACE_BIN) -> tuple[list[int], 
 class Apples(Experiment):
     name = "apples"
     title = "APPLES: adaptive PLE window (APLE) and heuristic vCPU scheduling (HVS) on KVM"
-    source = "apples-adaptive-ple-tpds17.txt"
+    source = ("J. Shan, X. Ding and N. Gehani, "
+              "\"APPLES: Efficiently Handling Spin-lock Synchronization on Virtualized Platforms\", IEEE TPDS, 2017")
+    explained_in = "docs/mechanisms/apples.md"
 
     def run(self, scale, runner):
         sc = SCALE[scale]
@@ -144,7 +146,7 @@ class Apples(Experiment):
             series=[Series("ebizzy", names, [perf[c] for c in names])],
             paper=[Series("ebizzy", list(PAPER_FIG6), list(PAPER_FIG6.values()))], kind="bar",
             note=note + " Mean window an exit reached (cycles): " + ", ".join(f"{c} {windows[c]:,.0f}" for c in windows)
-            + ". The seed's Fig. 6 has no PLE-off bar."))
+            + ". The paper's Fig. 6 has no PLE-off bar."))
         ineff_rel = {c: ineff[c] / ineff["stock KVM"] for c in ineff}
         figures.append(Figure(
             id="fig6.inefficiency", title="ebizzy, two VMs: mean inefficiency of the PLE epochs", metric="inefficiency",
@@ -152,7 +154,7 @@ class Apples(Experiment):
             series=[Series("ebizzy", list(ineff_rel), list(ineff_rel.values()))],
             paper=[Series("ebizzy", list(PAPER_FIG6_INEFFICIENCY), list(PAPER_FIG6_INEFFICIENCY.values()))], kind="bar",
             note=note + " Absolute mean inefficiency: " + ", ".join(f"{c} {v:.3f}" for c, v in ineff.items())
-            + ". Each epoch is 1,000 of a VM's PLE exits; the mean is over epochs, as the seed's."))
+            + ". Each epoch is 1,000 of a VM's PLE exits; the mean is over epochs, as the paper's."))
         checks += [
             Check("fig6.apples_beats_stock_kvm", "fig6", perf["APPLES"] >= 1.1,
                   f"APPLES ÷ stock KVM on ebizzy: {perf['APPLES']:.2f} (claim: +49%; at least +10%)"),
@@ -164,7 +166,7 @@ class Apples(Experiment):
                   min(perf["APLE"], perf["HVS"]) > 1 and perf["APPLES"] - 1 > (perf["APLE"] - 1) + (perf["HVS"] - 1),
                   f"gains over stock KVM: APPLES {perf['APPLES'] - 1:+.2f}, APLE {perf['APLE'] - 1:+.2f}, HVS "
                   f"{perf['HVS'] - 1:+.2f} (claim: each half gains, and the two together gain more than the sum of "
-                  "their gains; seed +0.49 against +0.34 and +0.09)"),
+                  "their gains; paper +0.49 against +0.34 and +0.09)"),
             Check("fig6.apples_lowers_inefficiency", "fig6.inefficiency", ineff_rel["APPLES"] < 0.9,
                   f"APPLES' inefficiency ÷ stock KVM's: {ineff_rel['APPLES']:.2f} (claim: −58%; at least −10%)"),
         ]
@@ -182,7 +184,7 @@ class Apples(Experiment):
             series=[Series("ebizzy", list(pair), [windows[c] for c in pair])],
             paper=[Series("ebizzy", list(pair), [4200, 12000])], kind="bar",
             note=note + " Epochs of 1,000 exits per simulated second and VM: " + ", ".join(
-                f"{c} {epochs[c]:,.0f}" for c in pair) + ". The seed: stock KVM hovers around 4,200 cycles and APLE "
+                f"{c} {epochs[c]:,.0f}" for c in pair) + ". The paper: stock KVM hovers around 4,200 cycles and APLE "
             "around 12,000; over one ebizzy run APLE fills about 900 epochs where stock KVM fills 1,600."))
         checks += [
             Check("fig11-12.aple_holds_a_larger_window", "fig11-12", windows["APLE"] >= 2 * windows["stock KVM"],
@@ -208,12 +210,12 @@ class Apples(Experiment):
                 id=fig_id, title=f"ebizzy, two VMs: the window {c} sets, epoch by epoch", metric="window",
                 x_label="PLE epoch (1,000 exits of the VM)", y_label="mean window of the VM's vCPUs (cycles)",
                 series=[Series(name, xs, ys) for name, (xs, ys) in binned.items()],
-                paper=[Series("level the seed reports", [TRACE_BIN, last], [level[c]] * 2)],
+                paper=[Series("level the paper reports", [TRACE_BIN, last], [level[c]] * 2)],
                 y_scale="log" if c == "stock KVM" else "linear",
                 note=f"Seed {TRACED_SEED}, {duration} ms simulated; each point is the mean of {TRACE_BIN} epochs. The "
-                "window of an epoch is the mean of the VM's vCPUs' windows when it ends, as the seed collects it "
+                "window of an epoch is the mean of the VM's vCPUs' windows when it ends, as the paper collects it "
                 f"(its footnote 5). Epochs per VM: {counts}. "
-                "The seed: stock KVM's window sticks around 4,200 cycles; APLE's changes steadily around 12,000; "
+                "The paper: stock KVM's window sticks around 4,200 cycles; APLE's changes steadily around 12,000; "
                 "about 1,600 and 900 epochs over an ebizzy run."
                 + (" Stock KVM doubles a vCPU's window at each exit until the vCPU is scheduled in again, so a vCPU "
                    "whose yields keep failing reaches millions of cycles: the axis is logarithmic." if c == "stock KVM" else "")))
@@ -254,7 +256,7 @@ class Apples(Experiment):
             x_label="PLE window (cycles)", y_label="performance ÷ stock KVM",
             series=[Series(b, [str(w) for w in FIXED_WINDOWS], fig1[b]) for b in fig1],
             paper=[Series(b, [str(w)], [y]) for b, (w, y) in PAPER_FIG1_BEST.items()],
-            note=note + " The seed's points are its best window per benchmark; its text gives the ranges: dbench "
+            note=note + " The paper's points are its best window per benchmark; its text gives the ranges: dbench "
             "0.98-1.17 (best 4096), ebizzy 0.88-1.13 (best 16384)."))
         checks += [
             Check("fig1.dbench_does_best_near_the_default_window", "fig1", 2048 <= best1["dbench"] <= 8192,
@@ -283,7 +285,7 @@ class Apples(Experiment):
             note=note + " Mean inefficiency at each window: " + ", ".join(
                 f"{w} {i:.3f}" for w, i in zip(FIXED_WINDOWS, fixed_ineff))
             + f"; stock KVM {ineff['stock KVM']:.3f}, APLE {ineff['APLE']:.3f}. The paper's points: Fig. 1's best fixed "
-              "window and Fig. 6's APLE. The seed: 0.88-1.13 (Fig. 1), best at 16384, "
+              "window and Fig. 6's APLE. The paper: 0.88-1.13 (Fig. 1), best at 16384, "
               "inefficiency U-shaped with its minimum there (Fig. 10)."))
         best = max(range(len(FIXED_WINDOWS)), key=lambda i: fixed_perf[i])
         least = min(range(len(FIXED_WINDOWS)), key=lambda i: fixed_ineff[i])
@@ -293,13 +295,13 @@ class Apples(Experiment):
                   f"best fixed window {FIXED_WINDOWS[best]} ({fixed_perf[best]:.2f} of stock KVM); performance at "
                   + ", ".join(f"{w}: {p:.2f}" for w, p in zip(FIXED_WINDOWS, fixed_perf))
                   + " (claim: a small window preempts spinners prematurely, the largest spins too long: the best lies "
-                  "above the default 4096 and below 32768; seed 16384)"),
+                  "above the default 4096 and below 32768; paper 16384)"),
             Check("fig10.least_inefficient_window_performs_best", "fig10", abs(best - least) <= 1,
                   f"least inefficient fixed window {FIXED_WINDOWS[least]}, best-performing {FIXED_WINDOWS[best]} "
                   "(claim: the minimum of inefficiency is where performance peaks; within one doubling)"),
             Check("fig10.aple_beats_the_best_fixed_window", "fig10", perf["APLE"] >= fixed_perf[best],
                   f"APLE {perf['APLE']:.2f}, best fixed window {fixed_perf[best]:.2f} (claim: APLE above the best fixed "
-                  "window; on ebizzy by 19% (Fig. 8), 1.13 against 1.10 on average over the seed's benchmarks)"),
+                  "window; on ebizzy by 19% (Fig. 8), 1.13 against 1.10 on average over the paper's benchmarks)"),
         ]
 
         # Fig. 8: on every benchmark, APLE and stock KVM against the best and the worst fixed window.
@@ -310,7 +312,7 @@ class Apples(Experiment):
             series=[Series(c, list(BENCHMARKS), ys) for c, ys in fig8.items()], paper=[], kind="bar",
             note=note + " Best and worst over the fixed windows " + ", ".join(map(str, FIXED_WINDOWS)) + "; best "
             "window per benchmark: " + ", ".join(f"{b} {best_window(sweeps[2][b])}" for b in BENCHMARKS)
-            + ". The seed gives numbers in its text only for averages over its benchmarks (APLE 1.13, best fixed 1.10; "
+            + ". The paper gives numbers in its text only for averages over its benchmarks (APLE 1.13, best fixed 1.10; "
             "the worst fixed window 16% below APLE on average, 46% on ebizzy, in units of stock KVM) and for ebizzy "
             "(APLE 19% above the best)."))
         means = {c: statistics.fmean(ys) for c, ys in fig8.items()}
@@ -322,7 +324,7 @@ class Apples(Experiment):
         checks += [
             Check("fig8.aple_beats_the_best_fixed_window_on_average", "fig8", means["APLE"] >= means["best fixed"],
                   f"mean over the benchmarks: APLE {means['APLE']:.2f}, best fixed window {means['best fixed']:.2f} "
-                  "(claim: APLE above it; seed 1.13 against 1.10)"),
+                  "(claim: APLE above it; paper 1.13 against 1.10)"),
             Check("fig8.a_wrong_window_costs_over_10pct", "fig8", cost >= 0.10,
                   f"APLE minus the worst fixed window (÷ stock KVM), mean over the benchmarks: {cost:.2f} (claim: 0.16 "
                   "on average, 0.46 on ebizzy; at least 0.10)"),
@@ -340,7 +342,7 @@ class Apples(Experiment):
             metric="speedup", x_label="benchmark", y_label="performance ÷ stock KVM",
             series=[Series(c, list(BENCHMARKS), ys) for c, ys in fig9.items()], paper=[], kind="bar",
             note=note.replace("2 VMs", "4 VMs") + " Best window per benchmark: " + ", ".join(
-                f"{b} {best_window(sweeps[4][b])}" for b in BENCHMARKS) + ". The seed gives no "
+                f"{b} {best_window(sweeps[4][b])}" for b in BENCHMARKS) + ". The paper gives no "
             "numbers for Fig. 9 but one: dbench's best and worst fixed windows lie 0.35 apart (÷ stock KVM) with four "
             "VMs, 0.19 with two (Fig. 1's 1.17 and 0.98)."))
 
@@ -385,7 +387,7 @@ class Apples(Experiment):
                 + [Series("mean", list(VARIANTS), [var[label][n] for n in VARIANTS])],
                 paper=[Series("mean", list(VARIANTS), [PAPER_VARIANTS[label][n] for n in VARIANTS])],
                 kind="bar", note=note + " CPTH-R: resource-waiters oldest first; CPTH-L: lock-waiters newest first; "
-                "CCH: lock-waiters before resource-waiters. The seed's means are over the seven benchmarks it "
+                "CCH: lock-waiters before resource-waiters. The paper's means are over the seven benchmarks it "
                 "studies APLE with (ebizzy, dbench, hackbench, kernbench, p.raytrace, p.streamcluster, p.dedup); "
                 "ours over these four."))
         cch = {b: rel(b, (b, "aple", "hvs-cch", 2)) for b in ("dbench", "hackbench")}
@@ -393,10 +395,10 @@ class Apples(Experiment):
         stock_v, aple_v = var["stock window"], var["APLE window"]
         checks += [
             Check("fig13.hvs_beats_its_variants", "fig13", all(stock_v["HVS"] >= stock_v[n] for n in VARIANTS),
-                  f"stock window, mean of the benchmarks: {fmt(stock_v)} (claim: HVS best; seed 1.08, 1.05, 0.97, 1.03)"),
+                  f"stock window, mean of the benchmarks: {fmt(stock_v)} (claim: HVS best; paper 1.08, 1.05, 0.97, 1.03)"),
             Check("fig14.hvs_best_and_cch_worst_with_aple", "fig14",
                   all(aple_v["HVS"] >= aple_v[n] for n in VARIANTS) and all(aple_v["CCH"] <= aple_v[n] for n in VARIANTS),
-                  f"APLE window, mean of the benchmarks: {fmt(aple_v)} (claim: HVS best, CCH far worst; seed 1.20, "
+                  f"APLE window, mean of the benchmarks: {fmt(aple_v)} (claim: HVS best, CCH far worst; paper 1.20, "
                   "1.09, 1.01, 0.43)"),
             Check("fig14.cch_collapses_dbench", "fig14", all(v <= 0.5 for v in cch.values()),
                   f"under CCH with APLE's window ÷ stock KVM: {fmt(cch)} (claim: dbench and hackbench over 10× "
@@ -413,8 +415,8 @@ class Apples(Experiment):
             id="fig5", title="Two VMs: PLE off, stock KVM and APPLES", metric="speedup", x_label="benchmark",
             y_label="performance ÷ stock KVM", series=[Series(c, list(BENCHMARKS), fig5[c]) for c in shown],
             paper=[Series("APPLES", ["ebizzy"], [PAPER_FIG6["APPLES"]])], kind="bar",
-            note=note + " Mean inefficiency at a fixed 512-cycle window (the seed's test of a spinlock-intensive "
-            "benchmark: above 5%): " + ", ".join(f"{b} {100 * at_512[b]:.1f}%" for b in BENCHMARKS) + ". The seed's "
+            note=note + " Mean inefficiency at a fixed 512-cycle window (the paper's test of a spinlock-intensive "
+            "benchmark: above 5%): " + ", ".join(f"{b} {100 * at_512[b]:.1f}%" for b in BENCHMARKS) + ". The paper's "
             "Fig. 5 covers PARSEC, SPLASH-2x, dbench, hackbench, kernbench and ebizzy, and gives numbers in its text "
             "only for ebizzy (+49%) and the mean over the spinlock-intensive ones (+14%)."))
         gains = [g for b, g in zip(BENCHMARKS, fig5["APPLES"]) if b in intensive]
@@ -437,7 +439,7 @@ class Apples(Experiment):
             id="overhead", title="One VM alone on the 16 cores", metric="speedup", x_label="benchmark",
             y_label="performance ÷ stock KVM",
             series=[Series(c, list(alone), [alone[b][c] for b in alone]) for c in shown], paper=[], kind="bar",
-            note=note.replace("2 VMs", "1 VM") + " The seed: APPLES within 2% of stock KVM, both 1-2% (kernbench up "
+            note=note.replace("2 VMs", "1 VM") + " The paper: APPLES within 2% of stock KVM, both 1-2% (kernbench up "
             "to 8%) below PLE off."))
         # The seed states both as averages over its benchmarks ("On average ... less than 2
         # percent"; "1~2 percent on average and up to 8 percent for kernbench").

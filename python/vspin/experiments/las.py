@@ -79,7 +79,9 @@ def sysbench(config: str, vcpus: int, duration_ms: int, seed: int) -> dict:
 class Las(Experiment):
     name = "las"
     title = "Locking-aware scheduler (LAS) on Xen credit1"
-    source = "locking-aware-scheduler-las.txt"
+    source = ("Y. Lee, W. Son and S. Park, "
+              "\"Design and Implementation of a Locking-Aware Scheduler for Multiprocessor Environments\" (Sogang University)")
+    explained_in = "docs/mechanisms/las.md"
 
     def run(self, scale, runner):
         sc = SCALE[scale]
@@ -122,7 +124,7 @@ class Las(Experiment):
         _, gains_2_tasks = kb_gains(2)
         note = (f"Mean of seeds {seeds[0]}-{seeds[-1]}, {duration} ms simulated each; 8 cores, Xen credit1, guests of 8 "
                 "vCPUs with the 2.6.18 test-and-set lock, LAS's slice page and compensation on or off. Per run, "
-                "kernbench guest: " + kb_profile(1) + ". The seed's figure 3 has no numbers in its text.")
+                "kernbench guest: " + kb_profile(1) + ". The paper's figure 3 has no numbers in its text.")
         figures = [
             Figure(id="kernbench", title="kernbench in one guest, the others running infinite loops",
                    metric="work units/s", x_label="guests", y_label="kernbench work units/s",

@@ -71,7 +71,9 @@ def scenario(host: str, config: str, workload: str, vcpus: int, vms: int, durati
 class OTicket(Experiment):
     name = "oticket"
     title = "Opportunistic spinlocks (APSys'15): the sleepy spinlock anomaly and OTICKET"
-    source = "oticket-opportunistic-spinlocks-apsys15.txt"
+    source = ("S. Kashyap, C. Min and T. Kim, "
+              "\"Opportunistic Spinlocks: Achieving Virtual Machine Scalability in the Clouds\", APSys 2015")
+    explained_in = "docs/mechanisms/oticket.md"
 
     def run(self, scale, runner):
         sc = SCALE[scale]

@@ -19,7 +19,10 @@ The paper's setup, as we model it:
   `docs/mechanisms/pticket.md`).
 
 Speedups are throughput ratios in the over-committed case (x2), where the paper's effects live.
-Checks encode the paper's claims (direction and rough factor), never its exact values.
+Checks encode the paper's claims (direction and rough factor), never its exact values. A
+speed-up claim passes only when the whole 95% bootstrap interval of the ratio over the seeds
+clears its factor (since 2026-11-28; before, the ratio of the means alone was judged), as the
+las reproduction judges its gains; a "close to" claim is judged on the ratio of the means.
 """
 
 from __future__ import annotations
@@ -139,7 +142,9 @@ def scenario(preset: str, vms: int, lock: str, seed: int, duration_ms: int, t: i
 class PTicket(Experiment):
     name = "pticket"
     title = "Preemptable ticket spinlocks (VEE'13): lock-waiter preemption and locks that adapt to it"
-    source = "preemptable-ticket-spinlocks-vee13-slides.txt"
+    source = ("J. Ouyang and J. R. Lange, "
+              "\"Preemptable Ticket Spinlocks: Improving Consolidated Performance in the Cloud\", VEE 2013 (the talk's slides)")
+    explained_in = "docs/mechanisms/pticket.md"
 
     def run(self, scale, runner):
         seeds, duration = SCALE[scale]["seeds"], SCALE[scale]["duration_ms"]
@@ -300,14 +305,18 @@ class PTicket(Experiment):
 
     @staticmethod
     def _speedup_checks(preset, s, intervals) -> list[Check]:
-        """The verdict is the ratio of the means; its interval over the seeds is reported beside."""
+        """A speed-up by a factor passes when the whole 95% interval of the ratio over the seeds
+        clears the factor, as the las checks judge a gain; closeness is judged on the ratio of the
+        means (a few seeds cannot show an interval inside a narrow band), its interval beside."""
         paper = PAPER_SPEEDUPS[preset]
         ci = [f"95% interval {lo:.2f}–{hi:.2f}" for lo, hi in intervals]
         return [
-            Check(f"{preset}.preemptable_beats_ticket", preset, s[0] >= 2.0,
-                  f"preemptable / ticket {s[0]:.2f}×, {ci[0]} (claim: ≫ 1, at least 2×; paper {paper[0]}×)"),
-            Check(f"{preset}.pv_preemptable_beats_ticket", preset, s[1] >= 2.0,
-                  f"pv-preemptable / ticket {s[1]:.2f}×, {ci[1]} (claim: ≫ 1, at least 2×; paper {paper[1]}×)"),
+            Check(f"{preset}.preemptable_beats_ticket", preset, intervals[0][0] >= 2.0,
+                  f"preemptable / ticket {s[0]:.2f}×, {ci[0]} (claim: ≫ 1; accepted: the interval at least 2×; "
+                  f"paper {paper[0]}×)"),
+            Check(f"{preset}.pv_preemptable_beats_ticket", preset, intervals[1][0] >= 2.0,
+                  f"pv-preemptable / ticket {s[1]:.2f}×, {ci[1]} (claim: ≫ 1; accepted: the interval at least 2×; "
+                  f"paper {paper[1]}×)"),
             Check(f"{preset}.pv_preemptable_close_to_pv_lock", preset, 0.9 <= s[2] <= 1.25,
                   f"pv-preemptable / pv-lock {s[2]:.2f}×, {ci[2]} (claim: 1.0–1.1×, accepted 0.9–1.25×; paper {paper[2]}×)"),
         ]

@@ -79,7 +79,8 @@ def scenario(host: str, config: str, vms: int, duration_ms: int, seed: int) -> d
 class XenYield(Experiment):
     name = "xen-yield"
     title = "Xen credit1's concurrency hazard and the yield patch (xen-devel, 2010)"
-    source = "xen-credit1-yield-patch-email.txt"
+    source = "G. Dunlap, the xen-devel e-mail on credit1's \"concurrency hazard\" and its yield patch, 2010"
+    explained_in = "docs/mechanisms/xen-yield.md"
 
     def run(self, scale, runner):
         sc = SCALE[scale]
@@ -105,9 +106,9 @@ class XenYield(Experiment):
         paper = [Series(c, list(VM_COUNTS), [t / PAPER_TPUT["base"][0] for t in ts]) for c, ts in PAPER_TPUT.items()]
         setup = (f"Mean of seeds {seeds[0]}-{seeds[-1]}, {duration} ms simulated each; 4 cores, VMs of 4 unpinned "
                  "vCPUs running kernbench with the Windows spinlock (tas-yield).")
-        pick_push = " pick and push are our reading of the seed's one sentence each; the seed gives no numbers for them alone."
+        pick_push = " pick and push are our reading of the e-mail's one sentence each; the e-mail gives no numbers for them alone."
         note = (setup + " Aggregate throughput over VMs, relative to one VM under the stock scheduler (ours and the "
-                "seed's 1402 builds per 100,000 s)." + pick_push + " The e-mail does not say whether its host used "
+                "e-mail's 1402 builds per 100,000 s)." + pick_push + " The e-mail does not say whether its host used "
                 "PLE, so its numbers are shown beside both hosts.")
         figures, checks = [], []
         for host in HOSTS:
@@ -127,11 +128,11 @@ class XenYield(Experiment):
                 note=setup + " Share of all the VMs' vCPU time spent spinning (lock waits and IPI waits), in "
                 "percent." + pick_push + " Yields per second (all vCPUs): " + "; ".join(
                     f"{c} " + ", ".join(f"{y:,.0f}" for y in yields[c]) for c in CONFIGS) +
-                ". The seed reports no breakdown; it says the VMs spent 'an increasingly significant chunk of "
+                ". The e-mail reports no breakdown; it says the VMs spent 'an increasingly significant chunk of "
                 "their time in spinlock routines' as VMs were added. Ours, stock scheduler, at 2-4 VMs: " +
                 ", ".join(f"{100 * x:.1f}%" for x in spin["base"][1:]) +
-                (" (rising, as the seed says)." if spin["base"][1] < spin["base"][-1] else
-                 " (not rising: the seed's trend does not hold here).")))
+                (" (rising, as the e-mail says)." if spin["base"][1] < spin["base"][-1] else
+                 " (not rising: the e-mail's trend does not hold here).")))
             checks += self._checks(host, tp)
         return figures, checks
 
@@ -151,24 +152,24 @@ class XenYield(Experiment):
                   base_ratios[-1] <= 0.75 and all(b < a for a, b in zip(base_ratios, base_ratios[1:])),
                   f"stock scheduler, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(base_ratios)} "
                   "(claim: falls, and 'things continue to get worse as we go up'; accepted: lower at every count "
-                  "than at the one before, and at most 0.75 at 4 VMs; seed 1.00, 0.75, 0.57, 0.47)"),
+                  "than at the one before, and at most 0.75 at 4 VMs; e-mail 1.00, 0.75, 0.57, 0.47)"),
             Check(f"{host}.yield_keeps_it_flat", fig, min(yield_ratios[1:]) >= 0.9,
                   f"yield patch, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(yield_ratios)} "
-                  "(claim: about flat; at least 0.9 at every count; seed 1.00, 1.09, 1.09, 1.06)"),
+                  "(claim: about flat; at least 0.9 at every count; e-mail 1.00, 1.09, 1.09, 1.06)"),
             Check(f"{host}.yield_beats_base_by_1.5x_at_4_vms", fig, all(g > 1 for g in gains[1:]) and gains[-1] >= 1.5,
                   f"yield ÷ stock at 1-4 VMs: {fmt(gains)} (claim: yield ahead at 2-4 VMs, by at least 1.5× "
-                  "at 4; seed 0.99, 1.44, 1.87, 2.21)"),
+                  "at 4; e-mail 0.99, 1.44, 1.87, 2.21)"),
             Check(f"{host}.yield_costs_under_1pct_with_one_vm", fig, abs(gains[0] - 1) < 0.01,
-                  f"yield ÷ stock with one VM: {gains[0]:.4f} (claim: costs less than 1%; seed 0.99). In the "
+                  f"yield ÷ stock with one VM: {gains[0]:.4f} (claim: costs less than 1%; e-mail 0.99). In the "
                   "model a VM alone on its cores rarely has a vCPU queued behind a yielder, so the two yields "
                   "nearly always do the same: this holds by construction more than by measurement"),
             Check(f"{host}.pick_and_push_each_help", fig, helps,
                   f"÷ stock at 2-4 VMs: pick {fmt(alone['pick'])}, push {fmt(alone['push'])} (claim: each "
                   "'made significant contributions when made alone'; above 1 at every count and by at least 5% "
-                  "on average; the seed gives no numbers)"),
+                  "on average; the e-mail gives no numbers)"),
             Check(f"{host}.all_three_ahead_of_yield_by_under_2pct", fig, all(1 <= r <= 1.02 for r in together),
                   f"pick+push+yield ÷ yield at 2-4 VMs: {fmt(together, 3)} (claim: yield alone is lower 'only by "
-                  "a marginal amount -- less than 2% in all cases'; seed 1.017, 1.013, 1.015)"),
+                  "a marginal amount -- less than 2% in all cases'; e-mail 1.017, 1.013, 1.015)"),
         ]
 
 

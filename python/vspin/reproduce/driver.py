@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verb
     """Run experiment ``name`` (or every one, for ``"all"``) at ``scale`` ("quick" or "full").
 
     Writes ``out/<name>/results.json``, ``<figure>.png`` and ``index.html`` per experiment, and
-    ``out/index.html`` linking them for "all". Returns each experiment's results document (the
+    ``out/index.html`` linking every report in ``out`` for "all", or when one is there already. Returns each experiment's results document (the
     content of its results.json) by name. The wall time of each experiment goes to standard
     error only, so the files stay identical from run to run. With ``store`` (a DuckDB file),
     runs already there are reused and new ones kept (see ``Runner``). Raises
@@ -41,10 +42,25 @@ def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verb
             f"in {time.perf_counter() - started:.1f} s",
             file=sys.stderr,
         )
-    if name == "all":
-        out.mkdir(parents=True, exist_ok=True)
-        report.write_index([EXPERIMENTS[n] for n in names], docs, scale, out)
+    if name == "all" or (out / "index.html").exists():
+        _write_index(out)
     return docs
+
+
+def _write_index(out: Path) -> None:
+    """Index every experiment whose report ``out`` holds, as its results.json says it was run:
+    an experiment run alone into a directory that "all" wrote keeps the index true."""
+    present = {}
+    for experiment_name, experiment in EXPERIMENTS.items():
+        results = out / experiment_name / "results.json"
+        if not results.is_file():
+            continue
+        try:
+            doc = json.loads(results.read_text())
+            present[experiment_name] = {"scale": str(doc["scale"]), "checks": list(doc["checks"])}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"index: {results} left out: not a results.json of vspin reproduce ({e})", file=sys.stderr)
+    report.write_index([EXPERIMENTS[n] for n in sorted(present)], present, out)
 
 
 def _check_output(experiment: Experiment, figures: list[Figure], checks: list[Check]) -> None:

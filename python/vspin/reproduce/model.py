@@ -143,7 +143,11 @@ class Experiment(abc.ABC):
 
     name: str
     title: str
+    # The paper: authors, title, venue and year.
     source: str
+    # Where the source tree explains how the model reaches each result, and why the checks that
+    # fail do (a path in the vspin repository), if anywhere.
+    explained_in: str | None = None
 
     @abc.abstractmethod
     def run(self, scale: str, runner: Runner) -> tuple[list[Figure], list[Check]]:

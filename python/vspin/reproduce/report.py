@@ -53,26 +53,31 @@ def write(experiment: Experiment, scale: str, figures: list[Figure], checks: lis
     return doc
 
 
-def write_index(experiments: list[Experiment], docs: dict[str, dict], scale: str, directory: Path) -> None:
-    """Write ``directory``/index.html, linking every experiment's report."""
+def write_index(experiments: list[Experiment], docs: dict[str, dict], directory: Path) -> None:
+    """Write ``directory``/index.html, linking the report of every experiment in ``docs`` (its
+    results document by name), each at the scale it was run at."""
     rows = []
     for experiment in experiments:
-        checks = docs[experiment.name]["checks"]
+        doc = docs[experiment.name]
+        checks = doc["checks"]
         verdict = "pass" if all(c["passed"] for c in checks) else "fail"
         rows.append(
             f'<tr><td><a href="{escape(experiment.name)}/index.html">{escape(experiment.name)}</a></td>'
-            f"<td>{escape(experiment.title)}</td><td>{escape(experiment.source)}</td>"
+            f"<td>{escape(experiment.title)}</td><td>{escape(experiment.source)}</td><td>{escape(doc['scale'])}</td>"
             f'<td class="{verdict}">{passed_text([c["passed"] for c in checks])}</td></tr>'
         )
     every = [c["passed"] for doc in docs.values() for c in doc["checks"]]
+    scales = sorted({doc["scale"] for doc in docs.values()})
+    scale = f"Scale: {scales[0]}" if len(scales) == 1 else "Scales differ (the table gives each experiment's)"
     body = (
-        f"<h1>vspin: reproduced experiments</h1>\n<p>Scale: {escape(scale)}"
+        f"<h1>vspin: reproduced experiments</h1>\n<p>{escape(scale)}"
         + (" (shorter runs and fewer seeds than the full scale, sized for a laptop; each figure's note gives its run "
-           "length and seeds)" if scale == "quick" else "") + f". {passed_text(every)}. Each figure draws the "
+           "length and seeds)" if scales == ["quick"] else "") + f". {passed_text(every)}. Each figure draws the "
         "papers' numbers, where their text gives them, beside ours: hatched bars or dashed lines marked "
-        "\"(paper)\". Where a check or note says \"seed\" before a number, it means the paper (the project's "
-        "name for the papers it reproduces); \"seeds 1-3\" are random seeds.</p>\n"
-        "<table>\n<tr><th>experiment</th><th>title</th><th>source</th><th>checks</th></tr>\n"
+        "\"(paper)\"; a check's detail gives the paper's number after \"paper\" (\"e-mail\" for the Xen "
+        "e-mail), and \"seeds 1-3\" are random seeds. Each experiment's page names the document of the vspin "
+        "source tree that explains its results, failed checks included.</p>\n"
+        "<table>\n<tr><th>experiment</th><th>title</th><th>source</th><th>scale</th><th>checks</th></tr>\n"
         + "\n".join(rows)
         + "\n</table>"
     )
@@ -101,6 +106,11 @@ def _experiment_page(experiment: Experiment, scale: str, figures: list[Figure], 
     if failed:
         links = ", ".join(f'<a href="#{escape(c.figure)}">{escape(c.id)}</a>' for c in failed)
         parts.append(f"<p>Failed: {links}.</p>")
+    if experiment.explained_in:
+        parts.append(
+            f"<p>How the model reaches these results, what it leaves out and why each failed check fails: "
+            f"<code>{escape(experiment.explained_in)}</code> in the vspin source tree.</p>"
+        )
     for figure in figures:
         parts.append(_figure_section(figure, [c for c in checks if c.figure == figure.id]))
     return _page(f"vspin reproduce: {experiment.title}", "\n".join(parts))
