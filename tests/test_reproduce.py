@@ -139,6 +139,46 @@ def test_the_page_names_the_document_that_explains_it(toys, tmp_path):
     assert "vspin source tree" not in (tmp_path / "toy" / "index.html").read_text()
 
 
+def test_compare_reports_names_what_changed_verdict(toys, tmp_path, capsys):
+    reproduce("all", "quick", tmp_path / "old", workers=1)
+    EXPERIMENTS["toy"].failing = True  # the toy's second check now fails under another id
+    try:
+        reproduce("all", "quick", tmp_path / "new", workers=1)
+    finally:
+        EXPERIMENTS["toy"].failing = False
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    assert main(["compare-reports", old, new]) == 0
+    out = capsys.readouterr().out
+    assert "REMOVED toy fig2.counted" in out and "ADDED toy fig2.impossible" in out
+    assert "3 checks in both: 0 now failing, 0 now passing" in out
+    assert main(["compare-reports", old, new, "--strict"]) == 1, "a check that passed is gone"
+    capsys.readouterr()
+    assert main(["compare-reports", old, old, "--strict"]) == 0
+    assert "0 now failing, 0 now passing, 0 with other numbers" in capsys.readouterr().out
+
+
+def test_compare_reports_flags_a_check_that_now_fails(toys, tmp_path, capsys):
+    reproduce("toy", "quick", tmp_path / "old", workers=1)
+    reproduce("toy", "full", tmp_path / "new", workers=1)
+    results = tmp_path / "new" / "toy" / "results.json"
+    doc = json.loads(results.read_text())
+    doc["checks"][0]["passed"], doc["checks"][0]["detail"] = False, "throughput [0, 0, 0]"
+    results.write_text(json.dumps(doc))
+    assert main(["compare-reports", str(tmp_path / "old"), str(tmp_path / "new" / "toy"), "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "note: toy was run at quick scale, now at full" in out
+    assert "NOW FAILING toy fig1.runs" in out and "now: throughput [0, 0, 0]" in out
+
+
+def test_compare_reports_refuses_a_directory_without_a_report(tmp_path, capsys):
+    assert main(["compare-reports", str(tmp_path), str(tmp_path)]) == 2
+    assert "no results.json here or in its subdirectories" in capsys.readouterr().err
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "results.json").write_text("{}")
+    assert main(["compare-reports", str(tmp_path), str(tmp_path)]) == 2
+    assert "not a results.json of vspin reproduce" in capsys.readouterr().err
+
+
 def test_cli_exit_codes(toys, tmp_path, capsys):
     out = str(tmp_path)
     assert main(["reproduce", "toy", "--quick", "--out", out, "--workers", "1"]) == 0

@@ -380,6 +380,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def _cmd_compare_reports(args: argparse.Namespace) -> int:
+    from vspin.reproduce.compare import ReportError, compare, text
+
+    try:
+        c = compare(args.old, args.new)
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(text(c, details=args.details))
+    return 1 if c.regressed and args.strict else 0
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from vspin.result import _table
     from vspin.sweeps import parse_grid, sweep
@@ -569,6 +581,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep every run in this DuckDB file as it finishes and reuse the runs already there "
                         "(an interrupted reproduction resumes; the runs can be queried, see vspin sweep)")
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("compare-reports",
+                       help="what changed between two reports of vspin reproduce: verdicts, and with --details numbers")
+    p.add_argument("old", help="the earlier report directory (the --out of vspin reproduce, or one experiment's)")
+    p.add_argument("new", help="the later report directory")
+    p.add_argument("--details", action="store_true", help="also list checks whose numbers moved but not their verdict")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with status 1 if a check that passed in OLD fails in NEW or is gone (a regression gate "
+                        "that tolerates the failures OLD already had)")
+    p.set_defaults(func=_cmd_compare_reports)
     return parser
 
 

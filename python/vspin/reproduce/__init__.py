@@ -18,6 +18,8 @@ instance::
 ``reproduce(name, scale, out, workers, verbose=False, store=None)`` (the ``vspin reproduce``
 command) runs it and writes ``out/<name>/results.json``, one PNG per figure and ``index.html``;
 with ``store``, every run is kept in that DuckDB file as it finishes and reused on a rerun.
+``compare.compare(old, new)`` (``vspin compare-reports``) says which checks changed verdict or
+numbers between two reports.
 """
 
 from vspin.reproduce.driver import reproduce

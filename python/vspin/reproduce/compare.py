@@ -1,0 +1,119 @@
+"""Comparing two reports of ``vspin reproduce``: which checks changed verdict, and which numbers.
+
+A reproduction's failed checks are not news by themselves (``docs/mechanisms/`` explains each);
+what a user who changed the model, a scenario default or the machine wants to know is what
+*moved*. ``compare(old, new)`` reads the ``results.json`` of every experiment in two report
+directories and sorts the checks into: now failing (passed in ``old``), now passing, detail
+changed (same verdict, other numbers), and added or removed. Nothing is judged from the numbers
+themselves: a check's verdict is its experiment's to give.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ReportError(ValueError):
+    """A directory that holds no report of ``vspin reproduce``, or a results.json that is not one."""
+
+
+@dataclass
+class Change:
+    experiment: str
+    check: str
+    old_detail: str | None
+    new_detail: str | None
+
+
+@dataclass
+class Comparison:
+    experiments: list[str]
+    # Experiments run at another scale in the two reports, as (name, old scale, new scale).
+    scales: list[tuple[str, str, str]] = field(default_factory=list)
+    now_failing: list[Change] = field(default_factory=list)
+    now_passing: list[Change] = field(default_factory=list)
+    detail_changed: list[Change] = field(default_factory=list)
+    added: list[Change] = field(default_factory=list)
+    removed: list[Change] = field(default_factory=list)
+    compared: int = 0
+
+    @property
+    def regressed(self) -> bool:
+        """A check that passed fails now, or is gone."""
+        return bool(self.now_failing or self.removed)
+
+
+def _reports(directory: Path) -> dict[str, dict]:
+    """Every experiment's results document under ``directory`` (a report of "all" or of one
+    experiment, or one experiment's own directory), by experiment name."""
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: not a directory")
+    files = [directory / "results.json"] if (directory / "results.json").is_file() else sorted(directory.glob("*/results.json"))
+    if not files:
+        raise ReportError(f"{directory}: no results.json here or in its subdirectories (a report of vspin reproduce)")
+    docs = {}
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+            name, checks = str(doc["experiment"]), doc["checks"]
+            docs[name] = {"scale": str(doc["scale"]),
+                          "checks": {str(c["id"]): (bool(c["passed"]), str(c["detail"])) for c in checks}}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ReportError(f"{f}: not a results.json of vspin reproduce ({e})") from None
+    return docs
+
+
+def compare(old: Path, new: Path) -> Comparison:
+    """Compare the reports in directories ``old`` and ``new`` (see the module's doc); raises
+    ReportError for a directory without a report."""
+    before, after = _reports(Path(old)), _reports(Path(new))
+    result = Comparison(experiments=sorted(set(before) | set(after)))
+    for name in result.experiments:
+        a = before.get(name, {"scale": None, "checks": {}})
+        b = after.get(name, {"scale": None, "checks": {}})
+        if a["scale"] and b["scale"] and a["scale"] != b["scale"]:
+            result.scales.append((name, a["scale"], b["scale"]))
+        for check in [*a["checks"], *(c for c in b["checks"] if c not in a["checks"])]:
+            was, now = a["checks"].get(check), b["checks"].get(check)
+            change = Change(name, check, was and was[1], now and now[1])
+            if was is None:
+                result.added.append(change)
+            elif now is None:
+                result.removed.append(change)
+            else:
+                result.compared += 1
+                if was[0] and not now[0]:
+                    result.now_failing.append(change)
+                elif now[0] and not was[0]:
+                    result.now_passing.append(change)
+                elif was[1] != now[1]:
+                    result.detail_changed.append(change)
+    return result
+
+
+def text(c: Comparison, details: bool = False) -> str:
+    """The comparison as lines for a terminal: verdict changes with both details, then (with
+    ``details``) the checks whose numbers alone moved."""
+    lines = []
+    for name, was, now in c.scales:
+        lines.append(f"note: {name} was run at {was} scale, now at {now}")
+    sections = [("NOW FAILING", c.now_failing), ("NOW PASSING", c.now_passing), ("REMOVED", c.removed),
+                ("ADDED", c.added)]
+    if details:
+        sections.append(("CHANGED", c.detail_changed))
+    for title, changes in sections:
+        for ch in changes:
+            lines.append(f"{title} {ch.experiment} {ch.check}")
+            if ch.old_detail is not None:
+                lines.append(f"    was: {ch.old_detail}")
+            if ch.new_detail is not None:
+                lines.append(f"    now: {ch.new_detail}")
+    lines.append(
+        f"{c.compared} checks in both: {len(c.now_failing)} now failing, {len(c.now_passing)} now passing, "
+        f"{len(c.detail_changed)} with other numbers and the same verdict"
+        + ("" if details or not c.detail_changed else " (--details shows them)")
+        + f"; {len(c.added)} added, {len(c.removed)} removed"
+    )
+    return "\n".join(lines)
