@@ -110,6 +110,14 @@ def test_negative_duration_is_rejected(small):
         vspin.validate(small, duration_ms=-1)
 
 
+def test_an_error_of_a_vm_says_which_vm_its_index_is(small):
+    with pytest.raises(vspin.ScenarioError) as e:
+        vspin.run(small, {"vm.*.lock": "mcs"})
+    name = vspin.load_scenario(small)["vm"][0]["name"]
+    assert str(e.value).startswith("vm[0].lock: invalid value")
+    assert str(e.value).endswith(f'(vm[0] is the VM named "{name}")')
+
+
 def test_missing_file_is_a_clear_error():
     with pytest.raises(vspin.ScenarioError, match="not found"):
         vspin.run("no/such/scenario.toml")

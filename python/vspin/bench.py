@@ -12,7 +12,7 @@ import platform
 import statistics
 
 from vspin import _core
-from vspin.scenario import Scenario, ScenarioError, load_scenario
+from vspin.scenario import Scenario, ScenarioError, core_error, load_scenario
 
 STANDARD = """
 name = "bench-64-on-32"
@@ -53,7 +53,7 @@ def bench(scenario: Scenario | None = None, repeat: int = 3) -> dict:
         try:
             raw, seconds = _core.bench_json(text)
         except ValueError as e:
-            raise ScenarioError(str(e)) from None
+            raise core_error(e, data) from None
         result = json.loads(raw)
         runs.append((seconds, result))
     seconds = statistics.median(s for s, _ in runs)

@@ -357,13 +357,26 @@ def _to_json(data: dict) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+def core_error(e: ValueError, data: dict) -> ScenarioError:
+    """The core's complaint about ``data`` as a ScenarioError. The core names a VM by its index
+    (`vm[1].lock`), where the user may have named it (`--set vm.db.lock=...`): say which it is."""
+    message = str(e)
+    m = re.match(r"vm\[(\d+)\]", message)
+    vms = data.get("vm")
+    if m and isinstance(vms, list) and int(m.group(1)) < len(vms):
+        name = vms[int(m.group(1))].get("name") if isinstance(vms[int(m.group(1))], dict) else None
+        if isinstance(name, str):
+            message += f" (vm[{m.group(1)}] is the VM named {json.dumps(name)})"
+    return ScenarioError(message)
+
+
 def validate(scenario: Scenario, settings: dict[str, Any] | None = None, **overrides: Any) -> dict:
     """Check a scenario without running it; returns it as a dict or raises ScenarioError."""
     data = load_scenario(scenario, settings, **overrides)
     try:
         _core.validate_json(_to_json(data))
     except ValueError as e:
-        raise ScenarioError(str(e)) from None
+        raise core_error(e, data) from None
     return data
 
 
@@ -385,5 +398,5 @@ def run(scenario: Scenario, settings: dict[str, Any] | None = None,
         else:
             raw, trace = _core.run_json_with_timeline(_to_json(data), float(timeline[0]), float(timeline[1]))
     except ValueError as e:
-        raise ScenarioError(str(e)) from None
+        raise core_error(e, data) from None
     return Result(json.loads(raw), data, trace)
