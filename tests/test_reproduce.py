@@ -112,6 +112,10 @@ def test_all_writes_an_index_of_experiments(toys, tmp_path):
     index = (tmp_path / "index.html").read_text()
     assert 'href="toy/index.html"' in index and 'href="toyfail/index.html"' in index
     assert "3 of 4 checks passed" in index
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["checks"], summary["passed"]) == (4, 3)
+    assert summary["experiments"][1] == {"experiment": "toyfail", "scale": "quick", "checks": 2, "passed": 1,
+                                         "failed": ["fig2.impossible"]}
 
 
 def test_an_experiment_rerun_at_another_scale_keeps_the_index_true(toys, tmp_path):

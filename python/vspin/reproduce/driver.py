@@ -18,7 +18,8 @@ def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verb
     """Run experiment ``name`` (or every one, for ``"all"``) at ``scale`` ("quick" or "full").
 
     Writes ``out/<name>/results.json``, ``<figure>.png`` and ``index.html`` per experiment, and
-    ``out/index.html`` linking every report in ``out`` for "all", or when one is there already. Returns each experiment's results document (the
+    ``out/index.html`` linking every report in ``out`` (and ``out/summary.json``, their verdicts)
+    for "all", or when an index is there already. Returns each experiment's results document (the
     content of its results.json) by name. The wall time of each experiment goes to standard
     error only, so the files stay identical from run to run. With ``store`` (a DuckDB file),
     runs already there are reused and new ones kept (see ``Runner``). Raises
@@ -61,6 +62,7 @@ def _write_index(out: Path) -> None:
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"index: {results} left out: not a results.json of vspin reproduce ({e})", file=sys.stderr)
     report.write_index([EXPERIMENTS[n] for n in sorted(present)], present, out)
+    report.write_summary(present, out)
 
 
 def _check_output(experiment: Experiment, figures: list[Figure], checks: list[Check]) -> None:

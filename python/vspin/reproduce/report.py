@@ -84,6 +84,27 @@ def write_index(experiments: list[Experiment], docs: dict[str, dict], directory:
     (directory / "index.html").write_text(_page("vspin: reproduced experiments", body))
 
 
+def write_summary(docs: dict[str, dict], directory: Path) -> None:
+    """Write ``directory``/summary.json: each experiment's scale and verdicts, for scripts that
+    want the pass counts without reading every results.json."""
+    experiments = []
+    for name in sorted(docs):
+        checks = docs[name]["checks"]
+        experiments.append({
+            "experiment": name,
+            "scale": docs[name]["scale"],
+            "checks": len(checks),
+            "passed": sum(bool(c["passed"]) for c in checks),
+            "failed": [c["id"] for c in checks if not c["passed"]],
+        })
+    summary = {
+        "checks": sum(e["checks"] for e in experiments),
+        "passed": sum(e["passed"] for e in experiments),
+        "experiments": experiments,
+    }
+    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def _page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
