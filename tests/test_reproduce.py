@@ -174,6 +174,34 @@ def test_compare_reports_flags_a_check_that_now_fails(toys, tmp_path, capsys):
     assert "NOW FAILING toy fig1.runs" in out and "now: throughput [0, 0, 0]" in out
 
 
+def test_compare_reports_compares_only_experiments_both_hold(toys, tmp_path, capsys):
+    reproduce("all", "quick", tmp_path / "old", workers=1)
+    reproduce("toy", "quick", tmp_path / "new", workers=1)
+    assert main(["compare-reports", str(tmp_path / "old"), str(tmp_path / "new"), "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "note: only the earlier report holds toyfail (not compared)" in out
+    assert "2 checks in both" in out and "REMOVED" not in out
+
+
+def test_compare_reports_does_not_count_a_failure_that_is_gone(toys, tmp_path, capsys):
+    reproduce("toyfail", "quick", tmp_path / "old", workers=1)
+    reproduce("toyfail", "quick", tmp_path / "new", workers=1)
+    results = tmp_path / "new" / "toyfail" / "results.json"
+    doc = json.loads(results.read_text())
+    doc["checks"] = [c for c in doc["checks"] if c["passed"]]
+    results.write_text(json.dumps(doc))
+    assert main(["compare-reports", str(tmp_path / "old"), str(tmp_path / "new"), "--strict"]) == 0
+    assert "REMOVED toyfail fig2.impossible" in capsys.readouterr().out
+
+
+def test_an_experiment_rerun_into_its_own_directory_writes_no_index_there(toys, tmp_path):
+    reproduce("all", "quick", tmp_path, workers=1)
+    reproduce("toy", "quick", tmp_path / "toy", workers=1)
+    assert 'href="toy/index.html"' in (tmp_path / "index.html").read_text()
+    assert "Halt exits" in (tmp_path / "toy" / "index.html").read_text(), "the toy's own page stays"
+    assert not (tmp_path / "toy" / "summary.json").exists()
+
+
 def test_compare_reports_refuses_a_directory_without_a_report(tmp_path, capsys):
     assert main(["compare-reports", str(tmp_path), str(tmp_path)]) == 2
     assert "no results.json here or in its subdirectories" in capsys.readouterr().err

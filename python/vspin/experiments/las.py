@@ -167,12 +167,14 @@ class Las(Experiment):
                   f"gain at 8 guests minus gain at 2: {growth:+.2f} ± {growth_half:.2f}; mean gains at 2, 4, 8 guests "
                   + ", ".join(f"{m:.2f}" for m, _ in over) + " (claim: LAS improves kernbench at every count of "
                   "guests, and the gain grows with the number of guests)"),
-            Check("sysbench.8_vcpus_gain", "sysbench", sb_gain[8][0] >= 1.2 and sb_gain[8][0] - sb_gain[8][1] > 1.0,
-                  f"Linux-LAS ÷ Linux-xen, 2 guests of 8 vCPUs: {shown(sb_gain[8])} (claim: +48%; at least +20%, "
-                  "and more than the seeds' spread)"),
-            Check("sysbench.4_vcpus_gain", "sysbench", sb_gain[4][0] >= 1.2 and sb_gain[4][0] - sb_gain[4][1] > 1.0,
-                  f"Linux-LAS ÷ Linux-xen, 2 guests of 4 vCPUs: {shown(sb_gain[4])} (claim: +41%; at least +20%, "
-                  "and more than the seeds' spread)"),
+            # A gain by a factor passes when the whole interval clears the factor (as pticket's
+            # speed-ups); before 2026-11-28: the mean at least +20% and the interval above 1.
+            Check("sysbench.8_vcpus_gain", "sysbench", sb_gain[8][0] - sb_gain[8][1] >= 1.2,
+                  f"Linux-LAS ÷ Linux-xen, 2 guests of 8 vCPUs: {shown(sb_gain[8])} (claim: +48%; accepted: the "
+                  "95% interval at least +20%)"),
+            Check("sysbench.4_vcpus_gain", "sysbench", sb_gain[4][0] - sb_gain[4][1] >= 1.2,
+                  f"Linux-LAS ÷ Linux-xen, 2 guests of 4 vCPUs: {shown(sb_gain[4])} (claim: +41%; accepted: the "
+                  "95% interval at least +20%)"),
         ]
         return figures, checks
 

@@ -5,7 +5,8 @@ what a user who changed the model, a scenario default or the machine wants to kn
 *moved*. ``compare(old, new)`` reads the ``results.json`` of every experiment in two report
 directories and sorts the checks into: now failing (passed in ``old``), now passing, detail
 changed (same verdict, other numbers), and added or removed. Nothing is judged from the numbers
-themselves: a check's verdict is its experiment's to give.
+themselves: a check's verdict is its experiment's to give. An experiment in one report only
+(a full report against one experiment rerun) is named, not counted as checks added or removed.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ class Change:
     check: str
     old_detail: str | None
     new_detail: str | None
+    # The verdict in the earlier report (None: the check is new).
+    old_passed: bool | None = None
 
 
 @dataclass
 class Comparison:
     experiments: list[str]
+    only_old: list[str] = field(default_factory=list)
+    only_new: list[str] = field(default_factory=list)
     # Experiments run at another scale in the two reports, as (name, old scale, new scale).
     scales: list[tuple[str, str, str]] = field(default_factory=list)
     now_failing: list[Change] = field(default_factory=list)
@@ -41,8 +46,8 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
-        """A check that passed fails now, or is gone."""
-        return bool(self.now_failing or self.removed)
+        """A check that passed fails now, or is gone from an experiment both reports hold."""
+        return bool(self.now_failing) or any(ch.old_passed for ch in self.removed)
 
 
 def _reports(directory: Path) -> dict[str, dict]:
@@ -53,15 +58,22 @@ def _reports(directory: Path) -> dict[str, dict]:
     files = [directory / "results.json"] if (directory / "results.json").is_file() else sorted(directory.glob("*/results.json"))
     if not files:
         raise ReportError(f"{directory}: no results.json here or in its subdirectories (a report of vspin reproduce)")
-    docs = {}
+    docs, where = {}, {}
     for f in files:
         try:
             doc = json.loads(f.read_text())
             name, checks = str(doc["experiment"]), doc["checks"]
-            docs[name] = {"scale": str(doc["scale"]),
-                          "checks": {str(c["id"]): (bool(c["passed"]), str(c["detail"])) for c in checks}}
+            verdicts = {}
+            for c in checks:
+                if not isinstance(c["passed"], bool):
+                    raise TypeError(f"check {c['id']}: passed is {c['passed']!r}, not true or false")
+                verdicts[str(c["id"])] = (c["passed"], str(c["detail"]))
+            docs[name] = {"scale": str(doc["scale"]), "checks": verdicts}
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ReportError(f"{f}: not a results.json of vspin reproduce ({e})") from None
+        if name in where:
+            raise ReportError(f"{where[name]} and {f}: both are reports of experiment {name}")
+        where[name] = f
     return docs
 
 
@@ -69,15 +81,15 @@ def compare(old: Path, new: Path) -> Comparison:
     """Compare the reports in directories ``old`` and ``new`` (see the module's doc); raises
     ReportError for a directory without a report."""
     before, after = _reports(Path(old)), _reports(Path(new))
-    result = Comparison(experiments=sorted(set(before) | set(after)))
+    result = Comparison(experiments=sorted(set(before) & set(after)), only_old=sorted(set(before) - set(after)),
+                        only_new=sorted(set(after) - set(before)))
     for name in result.experiments:
-        a = before.get(name, {"scale": None, "checks": {}})
-        b = after.get(name, {"scale": None, "checks": {}})
-        if a["scale"] and b["scale"] and a["scale"] != b["scale"]:
+        a, b = before[name], after[name]
+        if a["scale"] != b["scale"]:
             result.scales.append((name, a["scale"], b["scale"]))
         for check in [*a["checks"], *(c for c in b["checks"] if c not in a["checks"])]:
             was, now = a["checks"].get(check), b["checks"].get(check)
-            change = Change(name, check, was and was[1], now and now[1])
+            change = Change(name, check, was and was[1], now and now[1], was and was[0])
             if was is None:
                 result.added.append(change)
             elif now is None:
@@ -97,6 +109,9 @@ def text(c: Comparison, details: bool = False) -> str:
     """The comparison as lines for a terminal: verdict changes with both details, then (with
     ``details``) the checks whose numbers alone moved."""
     lines = []
+    for names, where in ((c.only_old, "the earlier"), (c.only_new, "the later")):
+        if names:
+            lines.append(f"note: only {where} report holds {', '.join(names)} (not compared)")
     for name, was, now in c.scales:
         lines.append(f"note: {name} was run at {was} scale, now at {now}")
     sections = [("NOW FAILING", c.now_failing), ("NOW PASSING", c.now_passing), ("REMOVED", c.removed),

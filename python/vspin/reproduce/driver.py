@@ -43,7 +43,9 @@ def reproduce(name: str, scale: str, out: Path, workers: int | None = None, verb
             f"in {time.perf_counter() - started:.1f} s",
             file=sys.stderr,
         )
-    if name == "all" or (out / "index.html").exists():
+    # An index there already is the top-level one only where no experiment's results.json lies
+    # beside it (an experiment's own directory holds its page, index.html, too).
+    if name == "all" or ((out / "index.html").exists() and not (out / "results.json").exists()):
         _write_index(out)
     return docs
 
@@ -58,7 +60,8 @@ def _write_index(out: Path) -> None:
             continue
         try:
             doc = json.loads(results.read_text())
-            present[experiment_name] = {"scale": str(doc["scale"]), "checks": list(doc["checks"])}
+            checks = [{"id": str(c["id"]), "passed": c["passed"] is True} for c in doc["checks"]]
+            present[experiment_name] = {"scale": str(doc["scale"]), "checks": checks}
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"index: {results} left out: not a results.json of vspin reproduce ({e})", file=sys.stderr)
     report.write_index([EXPERIMENTS[n] for n in sorted(present)], present, out)
