@@ -129,7 +129,7 @@ def _experiment_page(experiment: Experiment, scale: str, figures: list[Figure], 
         parts.append(f"<p>Failed: {links}.</p>")
     if experiment.explained_in:
         parts.append(
-            f"<p>How the model reaches these results, what it leaves out and why each failed check fails: "
+            f"<p>How the model reaches these results, what it leaves out, and what is known of why checks fail: "
             f"<code>{escape(experiment.explained_in)}</code> in the vspin source tree.</p>"
         )
     for figure in figures:
