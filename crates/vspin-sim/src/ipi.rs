@@ -42,27 +42,26 @@ impl Sim {
         let (first, n, flush) = (vm.first_vcpu, vm.vcpus, vm.tlb_flush);
         let me = self.vcpus[v as usize].index;
         let targets = (0..n).map(|i| first + (start + i) % n).filter(|&t| t != first + me).take(count as usize);
+        let vc = &mut self.vcpus[v as usize];
+        vc.counters.shootdowns += 1;
+        vc.response = Response::NONE;
         let ipis: Vec<u32> = match flush {
             TlbFlush::Ipi => targets.collect(),
             TlbFlush::KvmPv => targets.filter(|&t| !self.flag_preempted_or_lazy(t)).collect(),
             TlbFlush::XenPv => {
                 let dirty_pcpus = targets.filter(|&t| self.state_on_a_pcpu(t)).count() as u64;
                 let cost = self.costs.hypercall + self.costs.ipi_send * dirty_pcpus;
-                let vc = &mut self.vcpus[v as usize];
-                vc.counters.shootdowns += 1;
-                vc.response = Response::NONE;
                 if cost == 0 {
                     return true;
                 }
+                let vc = &mut self.vcpus[v as usize];
                 vc.act = Act::Ready;
                 vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing });
                 return false;
             }
         };
         let vc = &mut self.vcpus[v as usize];
-        vc.counters.shootdowns += 1;
         self.mem.set(vc.call_function_word, ipis.len() as u64);
-        vc.response = Response::NONE;
         if ipis.is_empty() {
             return true;
         }

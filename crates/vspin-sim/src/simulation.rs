@@ -800,14 +800,13 @@ impl Sim {
             }
             let req = guest::take_request().expect("a suspended guest always leaves a request");
             guest::take_notes(&mut self.notes);
-            if !self.notes.is_empty() {
-                let notes = std::mem::take(&mut self.notes);
-                let finished = !notes.iter().all(|&n| self.note(v, n));
-                self.notes = notes;
-                self.notes.clear();
-                if finished {
-                    break;
-                }
+            let finished = (0..self.notes.len()).any(|i| {
+                let n = self.notes[i];
+                !self.note(v, n)
+            });
+            self.notes.clear();
+            if finished {
+                break;
             }
             let vc = &mut self.vcpus[v as usize];
             // Computing and PAUSEs overlap a pending memory latency; everything else waits for it.
@@ -983,16 +982,15 @@ impl Sim {
     pub(crate) fn interrupts_on(&mut self, v: u32) -> bool {
         let vc = &mut self.vcpus[v as usize];
         vc.irqs_off = false;
+        vc.response = Response::NONE;
         // The IPIs that came meanwhile are taken now (an interrupt-window exit, or
         // virtual-interrupt delivery with posted interrupts).
-        if !vc.pending_ipis.is_empty() {
-            vc.act = Act::Ready;
-            vc.response = Response::NONE;
-            self.handle_pending_ipis(v, true);
-            return false;
+        if vc.pending_ipis.is_empty() {
+            return true;
         }
-        vc.response = Response::NONE;
-        true
+        vc.act = Act::Ready;
+        self.handle_pending_ipis(v, true);
+        false
     }
 
     /// [`Note::WorkDone`]. Returns false if it completed the VM's target (the vCPU halts).
