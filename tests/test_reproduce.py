@@ -47,9 +47,10 @@ class Toy(Experiment):
                    series=[Series("ticket", VCPUS, halts, yerr=[1, 1, 1])], paper=[]),
         ]
         checks = [
-            Check("fig1.runs", "fig1", np.float64(min(throughput)) > 0, f"throughput {throughput}"),
+            Check("fig1.runs", "fig1", np.float64(min(throughput)) > 0, f"throughput {throughput}",
+                  measured={"least_units_per_s": min(throughput)}, paper={"least_units_per_s": 2e5}),
             Check("fig2.impossible" if self.failing else "fig2.counted", "fig2",
-                  not self.failing, f"halt exits {halts}"),
+                  not self.failing, f"halt exits {halts}", measured={"vcpus": VCPUS, "halt_exits": halts}),
         ]
         return figures, checks
 
@@ -80,10 +81,28 @@ def test_results_json_has_the_documented_schema(toys, tmp_path):
     assert fig2["series"][0]["yerr"] == [1.0, 1.0, 1.0]
     assert fig1["paper"][0]["x"] == [1, 2, 4]
     assert all(isinstance(y, float) for y in fig1["series"][0]["y"])
-    assert doc["checks"] == [
-        {"id": "fig1.runs", "figure": "fig1", "passed": True, "detail": doc["checks"][0]["detail"]},
-        {"id": "fig2.counted", "figure": "fig2", "passed": True, "detail": doc["checks"][1]["detail"]},
-    ]
+    fig1_check, fig2_check = doc["checks"]
+    assert list(fig1_check) == ["id", "figure", "passed", "detail", "measured", "paper"]
+    assert (fig1_check["id"], fig1_check["figure"], fig1_check["passed"]) == ("fig1.runs", "fig1", True)
+    assert isinstance(fig1_check["measured"]["least_units_per_s"], float)  # a numpy scalar, made plain
+    assert fig1_check["paper"] == {"least_units_per_s": 200000.0}
+    assert fig2_check["measured"]["vcpus"] == [1, 2, 3] and fig2_check["paper"] == {}
+    assert all(isinstance(n, int) for n in fig2_check["measured"]["halt_exits"]), "counts stay integers"
+
+
+def test_a_check_names_the_numbers_behind_its_verdict():
+    def check(**fields):
+        return Check("x.y", "x", True, "detail", **fields)
+
+    assert check(measured={"ratio": float("inf"), "at": [1, np.int64(2)]}).measured == {"ratio": None, "at": [1, 2]}
+    with pytest.raises(ValueError, match="measured names no quantity"):
+        check(measured={})
+    with pytest.raises(ValueError, match="name 'Ratio'"):
+        check(measured={"Ratio": 1.0})
+    with pytest.raises(ValueError, match="paper gives ratio, which measured does not have"):
+        check(measured={"speedup": 2.0}, paper={"ratio": 4.8})
+    with pytest.raises(TypeError, match="x.y: measured ok is a number, not true or false"):
+        check(measured={"ok": True})
 
 
 def test_reports_are_identical_across_runs_and_worker_counts(toys, tmp_path):
@@ -174,6 +193,20 @@ def test_compare_reports_flags_a_check_that_now_fails(toys, tmp_path, capsys):
     assert "NOW FAILING toy fig1.runs" in out and "now: throughput [0, 0, 0]" in out
 
 
+def test_compare_reports_names_each_measured_number_that_moved(toys, tmp_path, capsys):
+    reproduce("toy", "quick", tmp_path / "old", workers=1)
+    reproduce("toy", "quick", tmp_path / "new", workers=1)
+    results = tmp_path / "new" / "toy" / "results.json"
+    doc = json.loads(results.read_text())
+    least = doc["checks"][0]["measured"]["least_units_per_s"]
+    doc["checks"][0]["measured"]["least_units_per_s"] = least * 1.5
+    results.write_text(json.dumps(doc))
+    assert main(["compare-reports", str(tmp_path / "old"), str(tmp_path / "new"), "--details"]) == 0
+    out = capsys.readouterr().out
+    assert "CHANGED toy fig1.runs" in out and f"moved: least_units_per_s {least:.4g} → {1.5 * least:.4g} (+50.0%)" in out
+    assert "1 with other numbers and the same verdict" in out
+
+
 def test_compare_reports_compares_only_experiments_both_hold(toys, tmp_path, capsys):
     reproduce("all", "quick", tmp_path / "old", workers=1)
     reproduce("toy", "quick", tmp_path / "new", workers=1)
@@ -249,7 +282,7 @@ def test_a_reproduction_with_a_store_reuses_its_runs(toys, tmp_path, monkeypatch
 def test_values_are_normalised_and_mistakes_named():
     s = Series("x", np.array([1, 2]), [np.float64(1.5), math.nan], yerr=[np.int64(1), None])
     assert s.to_dict() == {"config": "x", "x": [1, 2], "y": [1.5, None], "yerr": [1.0, None]}
-    assert Check("c", "f", np.bool_(True), "").passed is True
+    assert Check("c", "f", np.bool_(True), "", measured={"n": 1}).passed is True
     with pytest.raises(ValueError, match="2 x values but 1 y values"):
         Series("x", [1, 2], [1.0])
     with pytest.raises(ValueError, match="kind 'pie'"):
@@ -274,7 +307,7 @@ def test_a_check_on_a_missing_figure_is_an_error(toys, tmp_path):
     class Stray(Toy):
         def run(self, scale, runner):
             figures, checks = super().run(scale, runner)
-            return figures, [*checks, Check("fig9.x", "fig9", True, "")]
+            return figures, [*checks, Check("fig9.x", "fig9", True, "", measured={"n": 1})]
 
     register(Stray("stray"))
     with pytest.raises(ValueError, match="check fig9.x names figure 'fig9'"):

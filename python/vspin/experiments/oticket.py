@@ -115,20 +115,27 @@ class OTicket(Experiment):
         drop = lkc["PVM"][hi] / lkc["PVM"][peak_n]
         checks.append(Check("fig2.pvm_collapses", "fig2", drop < 0.7 and peak_n < hi,
                             f"PVM peaks at {peak_n} vCPUs ({lkc['PVM'][peak_n]:.0f}/s) and falls to {drop:.2f}× of "
-                            f"that at {hi} (claim: collapse; paper: between 30 and 40 vCPUs)"))
+                            f"that at {hi} (claim: collapse; paper: between 30 and 40 vCPUs)",
+                            measured={"pvm_peak_vcpus": peak_n, "pvm_peak_per_s": lkc["PVM"][peak_n], "vcpus": hi,
+                                      "pvm_over_pvm_peak": drop}))
         # "starts suffering after 30 vCPUs and its performance completely collapses at 40 vCPUs".
         at_40 = lkc["PVM"][40] / lkc["PVM"][peak_n]
         checks.append(Check("fig2.pvm_collapse_point_30_to_40", "fig2", peak_n < 40 and at_40 < 0.7,
                             f"PVM peaks at {peak_n} vCPUs and runs at {at_40:.2f}× of that at 40 (claim: suffers "
                             "after 30, completely collapsed at 40; accepted: the peak below 40 and under 0.7× of it "
-                            "at 40, the drop fig2.pvm_collapses asks for)"))
+                            "at 40, the drop fig2.pvm_collapses asks for)",
+                            measured={"pvm_peak_vcpus": peak_n, "pvm_at_40_over_pvm_peak": at_40}))
         past = [n for n in xs if n >= 40]
         ahead = all(lkc["OTICKET"][n] >= 0.95 * lkc["PVM"][n] for n in past)
         checks.append(Check("fig2.oticket_at_least_pvm_past_collapse", "fig2",
                             ahead and lkc["OTICKET"][hi] >= 1.2 * lkc["PVM"][hi],
-                            "OTICKET / PVM: " + ", ".join(f"{n}: {lkc['OTICKET'][n] / lkc['PVM'][n]:.2f}×" for n in past)))
+                            "OTICKET / PVM: " + ", ".join(f"{n}: {lkc['OTICKET'][n] / lkc['PVM'][n]:.2f}×" for n in past),
+                            measured={"vcpus": past, "oticket_per_s": [lkc["OTICKET"][n] for n in past],
+                                      "pvm_per_s": [lkc["PVM"][n] for n in past],
+                                      "oticket_over_pvm": [lkc["OTICKET"][n] / lkc["PVM"][n] for n in past]}))
         checks.append(Check("fig2.oticket_scales_to_80", "fig2", lkc["OTICKET"][mid] >= 1.6 * lkc["OTICKET"][40],
-                            f"OTICKET {lkc['OTICKET'][40]:.0f}/s at 40 → {lkc['OTICKET'][mid]:.0f}/s at {mid}"))
+                            f"OTICKET {lkc['OTICKET'][40]:.0f}/s at 40 → {lkc['OTICKET'][mid]:.0f}/s at {mid}",
+                            measured={"vcpus": [40, mid], "oticket_per_s": [lkc["OTICKET"][40], lkc["OTICKET"][mid]]}))
 
         # The seed's Fig. 4 counts the halt exits "that occur during a Linux kernel compile", a
         # fixed amount of work; our runs have a fixed length, so the count per work unit is the
@@ -149,7 +156,9 @@ class OTicket(Experiment):
         soar = pvm_h[mid] / max(pvm_h[low], 1e-9)
         checks.append(Check("fig4.pvm_halts_soar", "fig4", soar >= 2,
                             f"PVM halts per 1000 units {pvm_h[low]:.1f} at {low} → {pvm_h[mid]:.1f} at {mid}: {soar:.1f}× "
-                            f"(claim: soar; accepted ≥ 2×)"))
+                            f"(claim: soar; accepted ≥ 2×)",
+                            measured={"vcpus": [low, mid], "pvm_halts_per_1000_units": [pvm_h[low], pvm_h[mid]],
+                                      "pvm_halts_last_over_first": soar}))
         # "the number of halt-exits of the PVM starts soaring after 30 vCPUs, but remains almost
         # constant for OTICKET", one figure with both: OTICKET's rise is flat beside PVM's.
         ot_rise, pvm_rise = ot_h[mid] - ot_h[low], pvm_h[mid] - pvm_h[low]
@@ -157,7 +166,11 @@ class OTicket(Experiment):
                             ot_h[mid] <= 0.5 * pvm_h[mid] and ot_rise <= 0.1 * pvm_rise,
                             f"halt exits per 1000 units from {low} to {mid} vCPUs: OTICKET {ot_h[low]:.1f} → {ot_h[mid]:.1f}, "
                             f"PVM {pvm_h[low]:.1f} → {pvm_h[mid]:.1f} (claim: OTICKET's almost constant while PVM's soar; "
-                            "accepted: OTICKET's rise under a tenth of PVM's, and at most half of PVM's at the end)"))
+                            "accepted: OTICKET's rise under a tenth of PVM's, and at most half of PVM's at the end)",
+                            measured={"vcpus": [low, mid], "oticket_halts_per_1000_units": [ot_h[low], ot_h[mid]],
+                                      "pvm_halts_per_1000_units": [pvm_h[low], pvm_h[mid]],
+                                      "oticket_halts_rise_per_1000_units": ot_rise,
+                                      "pvm_halts_rise_per_1000_units": pvm_rise}))
 
         halves = ("OTICKET", "opportunistic spinning", "opportunistic wakeup")
         figures.append(Figure(
@@ -166,7 +179,10 @@ class OTicket(Experiment):
             " Paper: OTICKET slightly better than either half, best at 80; both halves degrade after ~110."))
         best_half = max(lkc["opportunistic spinning"][mid], lkc["opportunistic wakeup"][mid])
         checks.append(Check("fig6.oticket_at_least_either_half", "fig6", lkc["OTICKET"][mid] >= 0.97 * best_half,
-                            f"at {mid}: OTICKET {lkc['OTICKET'][mid]:.0f}/s, best half {best_half:.0f}/s"))
+                            f"at {mid}: OTICKET {lkc['OTICKET'][mid]:.0f}/s, best half {best_half:.0f}/s",
+                            measured={"vcpus": mid, "oticket_per_s": lkc["OTICKET"][mid], "best_half_per_s": best_half,
+                                      "opportunistic_spinning_per_s": lkc["opportunistic spinning"][mid],
+                                      "opportunistic_wakeup_per_s": lkc["opportunistic wakeup"][mid]}))
 
         for fid, workload in (("fig7a", "exim"), ("fig7b", "metis")):
             figures.append(Figure(
@@ -176,11 +192,15 @@ class OTicket(Experiment):
                  else " Paper: all configurations perform the same.")))
         exim = {c: {n: tp("80-core", c, "exim", n) for n in xs} for c in MAIN}
         checks.append(Check("fig7.exim_oticket_beats_pvm", "fig7a", exim["OTICKET"][mid] >= 1.1 * exim["PVM"][mid],
-                            f"EXIM at {mid}: OTICKET {exim['OTICKET'][mid]:.0f}/s vs PVM {exim['PVM'][mid]:.0f}/s"))
-        spread = max(max(tp("80-core", c, "metis", n) for c in MAIN) / min(tp("80-core", c, "metis", n) for c in MAIN)
-                     for n in xs)
+                            f"EXIM at {mid}: OTICKET {exim['OTICKET'][mid]:.0f}/s vs PVM {exim['PVM'][mid]:.0f}/s",
+                            measured={"vcpus": mid, "oticket_per_s": exim["OTICKET"][mid],
+                                      "pvm_per_s": exim["PVM"][mid]}))
+        metis_spread = [max(tp("80-core", c, "metis", n) for c in MAIN) /
+                        min(tp("80-core", c, "metis", n) for c in MAIN) for n in xs]
+        spread = max(metis_spread)
         checks.append(Check("fig7.metis_all_equal", "fig7b", spread <= 1.1,
-                            f"METIS: largest max/min across configurations {spread:.3f} (accepted ≤ 1.10)"))
+                            f"METIS: largest max/min across configurations {spread:.3f} (accepted ≤ 1.10)",
+                            measured={"vcpus": list(xs), "max_over_min": metis_spread, "largest_max_over_min": spread}))
 
         def per_unit(config, workload, n):
             h, units = halts("80-core", config, workload, n)
@@ -196,9 +216,14 @@ class OTicket(Experiment):
         pe = {n: per_unit("PVM", "exim", n) or 0 for n in xs}
         oe = {n: per_unit("OTICKET", "exim", n) or 0 for n in xs}
         checks.append(Check("fig8.exim_pvm_halts_grow", "fig8", pe[mid] >= 5 * max(pe[low], 1e-9),
-                            f"PVM {pe[low]:.2f} at {low} → {pe[mid]:.2f} at {mid} per 1000 units"))
+                            f"PVM {pe[low]:.2f} at {low} → {pe[mid]:.2f} at {mid} per 1000 units",
+                            measured={"vcpus": [low, mid], "pvm_halts_per_1000_units": [pe[low], pe[mid]]}))
         checks.append(Check("fig8.exim_oticket_fewer_halts", "fig8", pe[mid] >= 3 * oe[mid],
-                            f"at {mid}: PVM {pe[mid]:.2f} vs OTICKET {oe[mid]:.2f} per 1000 units (paper 10×)"))
+                            f"at {mid}: PVM {pe[mid]:.2f} vs OTICKET {oe[mid]:.2f} per 1000 units (paper 10×)",
+                            measured={"vcpus": mid, "pvm_halts_per_1000_units": pe[mid],
+                                      "oticket_halts_per_1000_units": oe[mid],
+                                      "pvm_halts_over_oticket_halts": pe[mid] / oe[mid] if oe[mid] else None},
+                            paper={"pvm_halts_over_oticket_halts": 10}))
 
         alternatives = ("PVM", "OTICKET", "longer spinning", "ITICKET", "pv qspinlock 4.2", "pv qspinlock 6.8")
         figures.append(Figure(
@@ -210,17 +235,24 @@ class OTicket(Experiment):
         checks.append(Check("fig9.pv_qspinlock_shows_anomaly", "fig9",
                             lkc["pv qspinlock 4.2"][hi] <= 0.8 * lkc["OTICKET"][hi],
                             f"at {hi}: pv qspinlock 4.2 {lkc['pv qspinlock 4.2'][hi]:.0f}/s vs OTICKET "
-                            f"{lkc['OTICKET'][hi]:.0f}/s (6.8: {lkc['pv qspinlock 6.8'][hi]:.0f}/s)"))
+                            f"{lkc['OTICKET'][hi]:.0f}/s (6.8: {lkc['pv qspinlock 6.8'][hi]:.0f}/s)",
+                            measured={"vcpus": hi, "pv_qspinlock_4_2_per_s": lkc["pv qspinlock 4.2"][hi],
+                                      "oticket_per_s": lkc["OTICKET"][hi],
+                                      "pv_qspinlock_6_8_per_s": lkc["pv qspinlock 6.8"][hi]}))
         checks.append(Check("fig9.longer_spinning_at_least_oticket_at_high_counts", "fig9",
                             lkc["longer spinning"][hi] >= 0.95 * lkc["OTICKET"][hi],
-                            f"at {hi}: longer spinning {lkc['longer spinning'][hi]:.0f}/s vs OTICKET {lkc['OTICKET'][hi]:.0f}/s"))
+                            f"at {hi}: longer spinning {lkc['longer spinning'][hi]:.0f}/s vs OTICKET {lkc['OTICKET'][hi]:.0f}/s",
+                            measured={"vcpus": hi, "longer_spinning_per_s": lkc["longer spinning"][hi],
+                                      "oticket_per_s": lkc["OTICKET"][hi]}))
         # "ITICKET is similar to OTICKET" is said of the whole figure: every vCPU count counts.
         iratio = {n: lkc["ITICKET"][n] / lkc["OTICKET"][n] for n in xs}
         worst = max(xs, key=lambda n: abs(iratio[n] - 1))
         checks.append(Check("fig9.iticket_close_to_oticket", "fig9", abs(iratio[worst] - 1) <= 0.15,
                             f"ITICKET / OTICKET, farthest from 1 at {worst} vCPUs: {iratio[worst]:.2f} ("
                             + ", ".join(f"{n}: {iratio[n]:.2f}" for n in xs) + ") (claim: 'similar to OTICKET'; "
-                            "accepted: within 0.85-1.15 at every count)"))
+                            "accepted: within 0.85-1.15 at every count)",
+                            measured={"vcpus": list(xs), "iticket_over_oticket": [iratio[n] for n in xs],
+                                      "farthest_vcpus": worst}))
 
         for fid, workload in (("fig10a", "lkc"), ("fig10b", "exim"), ("fig10c", "metis")):
             configs = ("PVM", "HVM", "OTICKET", *(("longer spinning",) if workload == "lkc" else ()))
@@ -233,19 +265,25 @@ class OTicket(Experiment):
         top = over[-1]
         o = {c: {n: tp("80-core", c, "lkc", n, 2) for n in over} for c in ("PVM", "HVM", "OTICKET", "longer spinning")}
         checks.append(Check("fig10.lkc_oticket_beats_pvm", "fig10a", o["OTICKET"][top] >= o["PVM"][top],
-                            f"at {top} cores: OTICKET {o['OTICKET'][top]:.0f}/s vs PVM {o['PVM'][top]:.0f}/s"))
+                            f"at {top} cores: OTICKET {o['OTICKET'][top]:.0f}/s vs PVM {o['PVM'][top]:.0f}/s",
+                            measured={"cores": top, "oticket_per_s": o["OTICKET"][top], "pvm_per_s": o["PVM"][top]}))
         checks.append(Check("fig10.longer_spinning_degrades", "fig10a", o["longer spinning"][top] < o["OTICKET"][top],
                             f"at {top} cores: longer spinning {o['longer spinning'][top]:.0f}/s vs OTICKET "
                             f"{o['OTICKET'][top]:.0f}/s (claim: longer spinning 'drastically degrades the "
-                            "performance in the over-committed setting'; accepted: below OTICKET)"))
-        checks.append(Check("fig10.exim_oticket_beats_pvm", "fig10b",
-                            tp("80-core", "OTICKET", "exim", top, 2) >= tp("80-core", "PVM", "exim", top, 2),
-                            f"EXIM at {top} cores: OTICKET {tp('80-core', 'OTICKET', 'exim', top, 2):.0f}/s vs PVM "
-                            f"{tp('80-core', 'PVM', 'exim', top, 2):.0f}/s"))
-        mspread = max(max(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) /
-                      min(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) for n in over)
+                            "performance in the over-committed setting'; accepted: below OTICKET)",
+                            measured={"cores": top, "longer_spinning_per_s": o["longer spinning"][top],
+                                      "oticket_per_s": o["OTICKET"][top]}))
+        ot_e, pvm_e = tp("80-core", "OTICKET", "exim", top, 2), tp("80-core", "PVM", "exim", top, 2)
+        checks.append(Check("fig10.exim_oticket_beats_pvm", "fig10b", ot_e >= pvm_e,
+                            f"EXIM at {top} cores: OTICKET {ot_e:.0f}/s vs PVM {pvm_e:.0f}/s",
+                            measured={"cores": top, "oticket_per_s": ot_e, "pvm_per_s": pvm_e}))
+        over_spread = [max(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) /
+                       min(tp("80-core", c, "metis", n, 2) for c in ("PVM", "HVM", "OTICKET")) for n in over]
+        mspread = max(over_spread)
         checks.append(Check("fig10.metis_equal", "fig10c", mspread <= 1.1,
-                            f"METIS over-committed: largest max/min across configurations {mspread:.3f}"))
+                            f"METIS over-committed: largest max/min across configurations {mspread:.3f}",
+                            measured={"cores": list(over), "max_over_min": over_spread,
+                                      "largest_max_over_min": mspread}))
 
         for fid, workload in (("fig11a", "lkc"), ("fig11b", "exim"), ("fig11c", "metis")):
             figures.append(Figure(
@@ -255,14 +293,18 @@ class OTicket(Experiment):
         s_hi = small[-1]
         s = {c: tp("32-core", c, "lkc", s_hi) for c in MAIN}
         checks.append(Check("fig11.lkc_oticket_at_least_pvm", "fig11a", s["OTICKET"] >= 1.1 * s["PVM"],
-                            f"LKC at {s_hi} vCPUs: OTICKET {s['OTICKET']:.0f}/s vs PVM {s['PVM']:.0f}/s"))
+                            f"LKC at {s_hi} vCPUs: OTICKET {s['OTICKET']:.0f}/s vs PVM {s['PVM']:.0f}/s",
+                            measured={"vcpus": s_hi, "oticket_per_s": s["OTICKET"], "pvm_per_s": s["PVM"]}))
         e = {c: tp("32-core", c, "exim", s_hi) for c in MAIN}
         checks.append(Check("fig11.exim_oticket_at_least_pvm", "fig11b", e["OTICKET"] >= 1.1 * e["PVM"],
-                            f"EXIM at {s_hi} vCPUs: OTICKET {e['OTICKET']:.0f}/s vs PVM {e['PVM']:.0f}/s"))
+                            f"EXIM at {s_hi} vCPUs: OTICKET {e['OTICKET']:.0f}/s vs PVM {e['PVM']:.0f}/s",
+                            measured={"vcpus": s_hi, "oticket_per_s": e["OTICKET"], "pvm_per_s": e["PVM"]}))
         m = {n: [tp("32-core", c, "metis", n) for c in MAIN] for n in small}
         sspread = max(max(v) / min(v) for v in m.values())
         checks.append(Check("fig11.metis_equal", "fig11c", sspread <= 1.1,
-                            f"METIS on the 32-core host: largest max/min across configurations {sspread:.3f}"))
+                            f"METIS on the 32-core host: largest max/min across configurations {sspread:.3f}",
+                            measured={"vcpus": list(small), "max_over_min": [max(v) / min(v) for v in m.values()],
+                                      "largest_max_over_min": sspread}))
         return figures, checks
 
 

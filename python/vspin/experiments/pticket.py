@@ -215,7 +215,9 @@ class PTicket(Experiment):
         checks.append(Check(
             "summary.pv_preemptable_ahead_of_preemptable", "summary", averages[1] > averages[0],
             f"average speedup over ticket: pv-preemptable {averages[1]:.2f}× vs preemptable {averages[0]:.2f}× "
-            f"(paper 7.91× vs 5.32×)"))
+            f"(paper 7.91× vs 5.32×)",
+            measured={"pv_preemptable_over_ticket": averages[1], "preemptable_over_ticket": averages[0]},
+            paper={"pv_preemptable_over_ticket": PAPER_AVERAGES[1], "preemptable_over_ticket": PAPER_AVERAGES[0]}))
         return figures, checks
 
     @staticmethod
@@ -244,15 +246,22 @@ class PTicket(Experiment):
             (w2, m2) = waits[f"{preset} x2"]
             lo1, hi1 = wilson_interval(k1, n1)
             lo2, hi2 = wilson_interval(k2, n2)
+            x2_share = {"x2_lwp_pct": 100 * k2 / n2 if n2 else None, "x2_lwp_pct_low": 100 * lo2,
+                        "x2_lwp_pct_high": 100 * hi2, "x2_events": n2}
             checks.append(Check(
                 f"table2.{preset}_lwp_dominates_at_x2", "table2", lo2 > 0.5,
                 f"{preset} x2: LWP share {_share(k2, n2)} of {n2} events, 95% interval {100 * lo2:.1f}–{100 * hi2:.1f}% "
                 f"(claim: above 50%; paper {paper[labels.index(preset + ' x2')]:.1f}%, counted by long waits, "
-                f"which give {_share(w2, m2)} of {m2} here)"))
+                f"which give {_share(w2, m2)} of {m2} here)",
+                measured={**x2_share, "x2_lwp_pct_of_long_waits": 100 * w2 / m2 if m2 else None,
+                          "x2_long_waits": m2},
+                paper={"x2_lwp_pct_of_long_waits": paper[labels.index(preset + ' x2')]}))
             checks.append(Check(
                 f"table2.{preset}_lwp_share_grows_with_overcommit", "table2", lo2 > hi1,
                 f"{preset}: x1 {_share(k1, n1)} of {n1} events (95% interval {100 * lo1:.1f}–{100 * hi1:.1f}%) → "
-                f"x2 {_share(k2, n2)} of {n2} ({100 * lo2:.1f}–{100 * hi2:.1f}%); claim: x2 above x1 beyond both intervals"))
+                f"x2 {_share(k2, n2)} of {n2} ({100 * lo2:.1f}–{100 * hi2:.1f}%); claim: x2 above x1 beyond both intervals",
+                measured={"x1_lwp_pct": 100 * k1 / n1 if n1 else None, "x1_lwp_pct_low": 100 * lo1,
+                          "x1_lwp_pct_high": 100 * hi1, "x1_events": n1, **x2_share}))
         detail = "; ".join(f"{label}: {events[label][1]} events, {events[label][0]} LWP; {waits[label][1]} long waits, "
                            f"{waits[label][0]} LWP" for label in labels)
         profile = "LWP share of long waits"
@@ -293,7 +302,8 @@ class PTicket(Experiment):
                 f"{preset} x2, ticket: {100 * fast:.1f}% of {n:,} acquisitions waited under "
                 f"{FAST_WAIT_NS / 1e3:.3g} µs, and {100 * slow:.1f}% of the waiting time was in waits of "
                 f"{SLOW_WAIT_NS / 1e3:.0f} µs or more, beyond t ≈ 0.1 ms (claim: both above 50%); half of the "
-                f"waiting time is in waits of {where} (paper: \"most spinning time wasted on locks that wait ~1ms\")"))
+                f"waiting time is in waits of {where} (paper: \"most spinning time wasted on locks that wait ~1ms\")",
+                measured={"fast_acquisitions_pct": 100 * fast, "slow_waiting_time_pct": 100 * slow, "acquisitions": n}))
         return Figure(
             id="waits", title="where the waiting time goes at x2, by wait length (hackbench)",
             metric="% of waiting time", x_label="wait from lock() to acquisition", y_label="% of waiting time",
@@ -311,15 +321,18 @@ class PTicket(Experiment):
         the means (a few seeds cannot show an interval inside a narrow band), its interval beside."""
         paper = PAPER_SPEEDUPS[preset]
         ci = [f"95% interval {lo:.2f}–{hi:.2f}" for lo, hi in intervals]
+        names = ["preemptable_over_ticket", "pv_preemptable_over_ticket", "pv_preemptable_over_pv_lock"]
+        measured = [{name: r, f"{name}_low": lo, f"{name}_high": hi} for name, r, (lo, hi) in zip(names, s, intervals)]
         return [
             Check(f"{preset}.preemptable_beats_ticket", preset, intervals[0][0] >= 2.0,
                   f"preemptable / ticket {s[0]:.2f}×, {ci[0]} (claim: ≫ 1; accepted: the interval at least 2×; "
-                  f"paper {paper[0]}×)"),
+                  f"paper {paper[0]}×)", measured=measured[0], paper={names[0]: paper[0]}),
             Check(f"{preset}.pv_preemptable_beats_ticket", preset, intervals[1][0] >= 2.0,
                   f"pv-preemptable / ticket {s[1]:.2f}×, {ci[1]} (claim: ≫ 1; accepted: the interval at least 2×; "
-                  f"paper {paper[1]}×)"),
+                  f"paper {paper[1]}×)", measured=measured[1], paper={names[1]: paper[1]}),
             Check(f"{preset}.pv_preemptable_close_to_pv_lock", preset, 0.9 <= s[2] <= 1.25,
-                  f"pv-preemptable / pv-lock {s[2]:.2f}×, {ci[2]} (claim: 1.0–1.1×, accepted 0.9–1.25×; paper {paper[2]}×)"),
+                  f"pv-preemptable / pv-lock {s[2]:.2f}×, {ci[2]} (claim: 1.0–1.1×, accepted 0.9–1.25×; paper {paper[2]}×)",
+                  measured=measured[2], paper={names[2]: paper[2]}),
         ]
 
     @staticmethod
@@ -335,7 +348,9 @@ class PTicket(Experiment):
                 checks.append(Check(
                     f"t_sensitivity.{preset}_{lock.replace('-', '_')}", "t_sensitivity", spread <= 1.25,
                     f"{preset} {PAPER_NAMES[lock]}: throughput max/min {spread:.2f} over t = 2^12..2^16 "
-                    f"(claim: not sensitive to t; accepted ≤ 1.25)"))
+                    f"(claim: not sensitive to t; accepted ≤ 1.25)",
+                    measured={"max_over_min": spread, "t_log2": [t.bit_length() - 1 for t in T_SWEEP],
+                              "units_per_s": y}))
         return Figure(
             id="t_sensitivity", title="throughput at x2 against the timeout unit t", metric="work units/s",
             x_label="log2 t (PAUSEs per queue position)", y_label="work units/s", kind="line", note=note,
@@ -357,7 +372,9 @@ class PTicket(Experiment):
             f"coefficient of variation across {len(VARIANCE_SEEDS)} seeds, preemptable over its baseline: "
             + "; ".join(f"{PAPER_NAMES[a]} / {PAPER_NAMES[b]} {r:.2f} (95% interval {lo:.2f}–{hi:.2f})"
                         for (a, b), (r, lo, hi) in intervals.items())
-            + " (claim: below 1, the whole interval)"))
+            + " (claim: below 1, the whole interval)",
+            measured={f"{PAPER_NAMES[a].replace('-', '_')}_cv_over_{PAPER_NAMES[b].replace('-', '_')}{end}": v
+                      for (a, b), values in intervals.items() for end, v in zip(("", "_low", "_high"), values)}))
         note = (f"8 pCPUs at 2.6 GHz with host background threads (10 ms / 50 µs), two 8-vCPU VMs unpinned, "
                 f"PLE off (assumption), {VARIANCE_DURATION_MS} ms per run, seeds 1–{len(VARIANCE_SEEDS)} at "
                 f"every scale; throughput is the first VM's work units per second.")

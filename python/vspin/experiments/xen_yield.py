@@ -147,29 +147,42 @@ class XenYield(Experiment):
         alone = {c: [x / b for x, b in zip(tp[c][1:], base[1:])] for c in ("pick", "push")}
         helps = all(min(r) > 1 and statistics.fmean(r) >= 1.05 for r in alone.values())
         together = [a / y for a, y in zip(all_three[1:], patched[1:])]
+        # The same quantities from the e-mail's tables.
+        e_base, e_yield, e_all = (PAPER_TPUT[c] for c in ("base", "yield", "pick+push+yield"))
+        e_gains = [y / b for y, b in zip(e_yield, e_base)]
+        vms, vms_2_to_4 = list(VM_COUNTS), list(VM_COUNTS[1:])
         return [
             Check(f"{host}.base_falls_steeply", fig,
                   base_ratios[-1] <= 0.75 and all(b < a for a, b in zip(base_ratios, base_ratios[1:])),
                   f"stock scheduler, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(base_ratios)} "
                   "(claim: falls, and 'things continue to get worse as we go up'; accepted: lower at every count "
-                  "than at the one before, and at most 0.75 at 4 VMs; e-mail 1.00, 0.75, 0.57, 0.47)"),
+                  "than at the one before, and at most 0.75 at 4 VMs; e-mail 1.00, 0.75, 0.57, 0.47)",
+                  measured={"vms": vms, "base_over_one_vm": base_ratios},
+                  paper={"vms": vms, "base_over_one_vm": [b / e_base[0] for b in e_base]}),
             Check(f"{host}.yield_keeps_it_flat", fig, min(yield_ratios[1:]) >= 0.9,
                   f"yield patch, aggregate throughput at 1-4 VMs ÷ 1 VM: {fmt(yield_ratios)} "
-                  "(claim: about flat; at least 0.9 at every count; e-mail 1.00, 1.09, 1.09, 1.06)"),
+                  "(claim: about flat; at least 0.9 at every count; e-mail 1.00, 1.09, 1.09, 1.06)",
+                  measured={"vms": vms, "yield_over_one_vm": yield_ratios},
+                  paper={"vms": vms, "yield_over_one_vm": [y / e_yield[0] for y in e_yield]}),
             Check(f"{host}.yield_beats_base_by_1.5x_at_4_vms", fig, all(g > 1 for g in gains[1:]) and gains[-1] >= 1.5,
                   f"yield ÷ stock at 1-4 VMs: {fmt(gains)} (claim: yield ahead at 2-4 VMs, by at least 1.5× "
-                  "at 4; e-mail 0.99, 1.44, 1.87, 2.21)"),
+                  "at 4; e-mail 0.99, 1.44, 1.87, 2.21)",
+                  measured={"vms": vms, "yield_over_base": gains}, paper={"vms": vms, "yield_over_base": e_gains}),
             Check(f"{host}.yield_costs_under_1pct_with_one_vm", fig, abs(gains[0] - 1) < 0.01,
                   f"yield ÷ stock with one VM: {gains[0]:.4f} (claim: costs less than 1%; e-mail 0.99). In the "
                   "model a VM alone on its cores rarely has a vCPU queued behind a yielder, so the two yields "
-                  "nearly always do the same: this holds by construction more than by measurement"),
+                  "nearly always do the same: this holds by construction more than by measurement",
+                  measured={"yield_over_base_one_vm": gains[0]}, paper={"yield_over_base_one_vm": e_gains[0]}),
             Check(f"{host}.pick_and_push_each_help", fig, helps,
                   f"÷ stock at 2-4 VMs: pick {fmt(alone['pick'])}, push {fmt(alone['push'])} (claim: each "
                   "'made significant contributions when made alone'; above 1 at every count and by at least 5% "
-                  "on average; the e-mail gives no numbers)"),
+                  "on average; the e-mail gives no numbers)",
+                  measured={"vms": vms_2_to_4, "pick_over_base": alone["pick"], "push_over_base": alone["push"]}),
             Check(f"{host}.all_three_ahead_of_yield_by_under_2pct", fig, all(1 <= r <= 1.02 for r in together),
                   f"pick+push+yield ÷ yield at 2-4 VMs: {fmt(together, 3)} (claim: yield alone is lower 'only by "
-                  "a marginal amount -- less than 2% in all cases'; e-mail 1.017, 1.013, 1.015)"),
+                  "a marginal amount -- less than 2% in all cases'; e-mail 1.017, 1.013, 1.015)",
+                  measured={"vms": vms_2_to_4, "pick_push_yield_over_yield": together},
+                  paper={"vms": vms_2_to_4, "pick_push_yield_over_yield": [a / y for a, y in zip(e_all[1:], e_yield[1:])]}),
         ]
 
 

@@ -7,6 +7,8 @@ directories and sorts the checks into: now failing (passed in ``old``), now pass
 changed (same verdict, other numbers), and added or removed. Nothing is judged from the numbers
 themselves: a check's verdict is its experiment's to give. An experiment in one report only
 (a full report against one experiment rerun) is named, not counted as checks added or removed.
+Where both reports give a check's ``measured`` quantities, the comparison names each that moved,
+old and new value; a report written before checks carried them compares by detail alone.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class Change:
     new_detail: str | None
     # The verdict in the earlier report (None: the check is new).
     old_passed: bool | None = None
+    # The measured quantities that differ, as (name, old value, new value); a name that only one
+    # report gives has None on the other side.
+    moved: list[tuple[str, object, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -67,7 +72,10 @@ def _reports(directory: Path) -> dict[str, dict]:
             for c in checks:
                 if not isinstance(c["passed"], bool):
                     raise TypeError(f"check {c['id']}: passed is {c['passed']!r}, not true or false")
-                verdicts[str(c["id"])] = (c["passed"], str(c["detail"]))
+                measured = c.get("measured")
+                if measured is not None and not isinstance(measured, dict):
+                    raise TypeError(f"check {c['id']}: measured is {type(measured).__name__}, not named numbers")
+                verdicts[str(c["id"])] = (c["passed"], str(c["detail"]), measured)
             docs[name] = {"scale": str(doc["scale"]), "checks": verdicts}
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ReportError(f"{f}: not a results.json of vspin reproduce ({e})") from None
@@ -89,7 +97,8 @@ def compare(old: Path, new: Path) -> Comparison:
             result.scales.append((name, a["scale"], b["scale"]))
         for check in [*a["checks"], *(c for c in b["checks"] if c not in a["checks"])]:
             was, now = a["checks"].get(check), b["checks"].get(check)
-            change = Change(name, check, was and was[1], now and now[1], was and was[0])
+            change = Change(name, check, was and was[1], now and now[1], was and was[0],
+                            _moved(was[2], now[2]) if was and now else [])
             if was is None:
                 result.added.append(change)
             elif now is None:
@@ -100,9 +109,33 @@ def compare(old: Path, new: Path) -> Comparison:
                     result.now_failing.append(change)
                 elif now[0] and not was[0]:
                     result.now_passing.append(change)
-                elif was[1] != now[1]:
+                elif was[1] != now[1] or change.moved:
                     result.detail_changed.append(change)
     return result
+
+
+def _moved(old: dict | None, new: dict | None) -> list[tuple[str, object, object]]:
+    """The quantities whose values differ between two checks' ``measured``, in the new report's
+    order (then names only the old one has); none when either report lacks them."""
+    if old is None or new is None:
+        return []
+    names = [*new, *(k for k in old if k not in new)]
+    return [(k, old.get(k), new.get(k)) for k in names if old.get(k) != new.get(k)]
+
+
+def _value(v: object) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "none" if v is None else str(v)
+
+
+def _moved_text(name: str, old: object, new: object) -> str:
+    line = f"    moved: {name} {_value(old)} → {_value(new)}"
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old:
+        line += f" ({100 * (new - old) / abs(old):+.1f}%)"
+    return line
 
 
 def text(c: Comparison, details: bool = False) -> str:
@@ -125,6 +158,7 @@ def text(c: Comparison, details: bool = False) -> str:
                 lines.append(f"    was: {ch.old_detail}")
             if ch.new_detail is not None:
                 lines.append(f"    now: {ch.new_detail}")
+            lines.extend(_moved_text(*m) for m in ch.moved)
     lines.append(
         f"{c.compared} checks in both: {len(c.now_failing)} now failing, {len(c.now_passing)} now passing, "
         f"{len(c.detail_changed)} with other numbers and the same verdict"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -111,25 +111,69 @@ class Figure:
         }
 
 
+# A measured quantity's name in results.json: a lower-case identifier, so that scripts can use it
+# as a column name.
+_QUANTITY = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+def _quantities(check: str, side: str, values: Any) -> dict[str, float | list[float | None] | None]:
+    """``values`` (name → number, or name → list of numbers) normalised like a series' y."""
+    if not isinstance(values, dict):
+        raise TypeError(f"check {check}: {side} is a dict of named numbers, not {type(values).__name__}")
+    out = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not _QUANTITY.match(name):
+            raise ValueError(f"check {check}: {side} name {name!r}: use lower-case letters, digits and '_'")
+        try:
+            out[name] = [_count_or_number(v) for v in value] if isinstance(value, (list, tuple)) else _count_or_number(value)
+        except TypeError as e:
+            raise TypeError(f"check {check}: {side} {name} {e}") from None
+    return out
+
+
+def _count_or_number(value: Any) -> int | float | None:
+    """An integer (a count, a vCPU count) stays one; anything else is a number as in a series."""
+    value = _plain(value)
+    if isinstance(value, bool):
+        raise TypeError("is a number, not true or false")
+    return value if isinstance(value, int) else _number(value)
+
+
 @dataclass
 class Check:
     """A trend the paper claims (direction, ordering, rough factor) and whether we reproduce it.
 
-    ``detail`` carries the measured numbers behind the verdict, so a failure can be judged
-    without re-running.
+    ``detail`` says in words what was measured, the claim and the rule that judged it, so a
+    failure can be judged without re-running. ``measured`` holds the same numbers for scripts:
+    each quantity the verdict is computed from, by name (a number, or a list of numbers where the
+    verdict reads a series, with the series' x values beside it under their own name; a 95%
+    interval as ``<name>_low`` and ``<name>_high``). ``paper`` gives the paper's value of those
+    quantities, under the same names, where the paper states one. The verdict itself is the
+    experiment's code; the names let a script re-judge a check by another rule, or
+    ``vspin compare-reports`` say which number moved.
     """
 
     id: str
     figure: str
     passed: bool
     detail: str
+    measured: dict[str, Any]
+    paper: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Comparisons of numpy numbers give numpy.bool_, which JSON cannot encode.
         self.passed = bool(self.passed)
+        self.measured = _quantities(self.id, "measured", self.measured)
+        self.paper = _quantities(self.id, "paper", self.paper)
+        if not self.measured:
+            raise ValueError(f"check {self.id}: measured names no quantity; a verdict is computed from numbers")
+        unknown = sorted(set(self.paper) - set(self.measured))
+        if unknown:
+            raise ValueError(f"check {self.id}: paper gives {', '.join(unknown)}, which measured does not have")
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "figure": self.figure, "passed": self.passed, "detail": self.detail}
+        return {"id": self.id, "figure": self.figure, "passed": self.passed, "detail": self.detail,
+                "measured": self.measured, "paper": self.paper}
 
 
 class Experiment(abc.ABC):

@@ -76,7 +76,9 @@ def write_index(experiments: list[Experiment], docs: dict[str, dict], directory:
         "papers' numbers, where their text gives them, beside ours: hatched bars or dashed lines marked "
         "\"(paper)\"; a check's detail gives the paper's number after \"paper\" (\"e-mail\" for the Xen "
         "e-mail), and \"seeds 1-3\" are random seeds. Each experiment's page names the document of the vspin "
-        "source tree that explains its results, failed checks included.</p>\n"
+        "source tree that explains its results, failed checks included. Each experiment's results.json holds "
+        "every check's numbers for scripts (measured, and the paper's under the same names: "
+        "docs/results.md in the source tree).</p>\n"
         "<table>\n<tr><th>experiment</th><th>title</th><th>source</th><th>scale</th><th>checks</th></tr>\n"
         + "\n".join(rows)
         + "\n</table>"
