@@ -116,6 +116,9 @@ def test_an_error_of_a_vm_says_which_vm_its_index_is(small):
     name = vspin.load_scenario(small)["vm"][0]["name"]
     assert str(e.value).startswith("vm[0].lock: invalid value")
     assert str(e.value).endswith(f'(vm[0] is the VM named "{name}")')
+    with pytest.raises(vspin.ScenarioError) as e:
+        vspin.run(small, {"vm.0.name": " "})
+    assert str(e.value) == 'vm[0].name: " " must be non-empty (not only spaces)', "a blank name names no VM"
 
 
 def test_missing_file_is_a_clear_error():
@@ -198,8 +201,9 @@ def test_a_file_whose_name_has_an_equals_sign_is_read_as_a_file(small, tmp_path)
 
 
 @pytest.mark.parametrize("scenario, message", [
-    ({"duration_ms": float("nan")}, r"duration_ms: nan is not allowed; must be a finite number"),
-    ({"duration_ms": float("inf")}, r"duration_ms: inf is not allowed; must be a finite number"),
+    ({"duration_ms": float("nan")}, r"duration_ms: nan is not allowed; no field takes NaN or an infinity"),
+    ({"duration_ms": float("inf")}, r"duration_ms: inf is not allowed; no field takes NaN or an infinity"),
+    ({"vm": [{"name": float("nan")}]}, r"vm\[0\]\.name: nan is not allowed; no field takes NaN or an infinity"),
     ("duration_ms = 1979-05-27\n", r"duration_ms: 1979-05-27 is a TOML date or time"),
     ({"vm": [{"pin": [0, object()]}]}, r"vm\[0\]\.pin\[1\]: .*\(type object\) is not allowed"),
     (5, r"scenario: expected a file path, TOML text or a dict, got int"),

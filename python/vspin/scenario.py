@@ -160,9 +160,11 @@ class _TooWide(ScenarioError):
             path, colon, said = str(e).partition(": ")
             if colon and _same_field(path, self.where):
                 # A field of floats quotes the bound as the core prints an f64: its shortest
-                # digits, without an exponent (2^64 as 18446744073709552000).
+                # digits, without an exponent (2^64 as 18446744073709552000), or, beyond 1e16,
+                # with Rust's (1.8446744073709552e19).
                 as_float = format(decimal.Decimal(repr(float(self.bound))), "f")
-                for shown in (str(self.bound), as_float):
+                as_exponent = repr(float(self.bound)).replace("e+", "e")
+                for shown in (str(self.bound), as_float, as_exponent):
                     said = said.replace(shown, str(self.value))
                 return ScenarioError(f"{self.where}: {said}")
         except Exception:  # noqa: BLE001 - a probe the core cannot take leaves the generic message
@@ -216,7 +218,7 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
             raise _TooWide(where, value, keys)
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise ScenarioError(f"{where}: {value} is not allowed; must be a finite number")
+            raise ScenarioError(f"{where}: {value} is not allowed; no field takes NaN or an infinity (numbers are finite)")
     elif isinstance(value, (datetime.date, datetime.time)):
         raise ScenarioError(f"{where}: {value} is a TOML date or time, which no field takes; "
                             "allowed: tables, lists, strings, numbers and booleans")
@@ -365,7 +367,8 @@ def core_error(e: ValueError, data: dict) -> ScenarioError:
     vms = data.get("vm")
     if m and isinstance(vms, list) and int(m.group(1)) < len(vms):
         name = vms[int(m.group(1))].get("name") if isinstance(vms[int(m.group(1))], dict) else None
-        if isinstance(name, str):
+        # A blank name names nothing (and is then what the core complains of).
+        if isinstance(name, str) and name.strip():
             message += f" (vm[{m.group(1)}] is the VM named {json.dumps(name)})"
     return ScenarioError(message)
 

@@ -959,10 +959,10 @@ impl Scenario {
         }
         positive("duration_ms", self.duration_ms)?;
         if self.duration_ms < 1e-6 {
-            return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", self.duration_ms)));
+            return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", shown(self.duration_ms))));
         }
         if self.duration_ms > 3_600_000.0 {
-            return Err(err("duration_ms", format!("{} is out of range; allowed up to 3600000 (one simulated hour)", self.duration_ms)));
+            return Err(err("duration_ms", format!("{} is out of range; allowed up to 3600000 (one simulated hour)", shown(self.duration_ms))));
         }
         let h = &self.host;
         for (f, v) in [("sockets", h.sockets), ("cores_per_socket", h.cores_per_socket), ("threads_per_core", h.threads_per_core)] {
@@ -980,11 +980,11 @@ impl Scenario {
         if !(smt.is_finite() && (1.0..=smt_max).contains(&smt)) {
             return Err(err(
                 "host.smt_core_throughput",
-                format!("{smt} is out of range; allowed 1.0 ..= {smt_max} (threads_per_core, at least 2)"),
+                format!("{} is out of range; allowed 1.0 ..= {smt_max} (threads_per_core, at least 2)", shown(smt)),
             ));
         }
         if !(h.clock_ghz.is_finite() && (0.1..=100.0).contains(&h.clock_ghz)) {
-            return Err(err("host.clock_ghz", format!("{} is out of range; allowed 0.1 ..= 100 (GHz)", h.clock_ghz)));
+            return Err(err("host.clock_ghz", format!("{} is out of range; allowed 0.1 ..= 100 (GHz)", shown(h.clock_ghz))));
         }
         let mut prev_residency = 0.0;
         for (i, s) in h.idle_states.iter().enumerate() {
@@ -1005,7 +1005,7 @@ impl Scenario {
                 let at = |f: &str| format!("host.{table}.{f}");
                 time(&at("interval_us"), interval_us, 1e3, positive)?;
                 if interval_us < MIN_BURST_INTERVAL_US {
-                    let msg = format!("{interval_us} is out of range; allowed at least {MIN_BURST_INTERVAL_US} (µs; a pCPU interrupted more often than once a microsecond does nothing else)");
+                    let msg = format!("{} is out of range; allowed at least {MIN_BURST_INTERVAL_US} (µs; a pCPU interrupted more often than once a microsecond does nothing else)", shown(interval_us));
                     return Err(err(at("interval_us"), msg));
                 }
                 time(&at("burst_us"), burst_us, 1e3, positive)?;
@@ -1031,7 +1031,7 @@ impl Scenario {
         }
         positive("host.costs.pause_cycles", c.pause_cycles)?;
         if c.pause_cycles > 1e6 {
-            return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", c.pause_cycles)));
+            return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", shown(c.pause_cycles))));
         }
         let ple = &self.hypervisor.ple;
         // KVM's `ple_window`, `ple_window_grow`, `_shrink`, `_max` and `ple_gap` are `unsigned
@@ -1438,7 +1438,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     }
     if let Some(v) = w.irqs_off_share {
         if !(0.0..=1.0).contains(&v) {
-            return Err(err(f("irqs_off_share"), format!("{v} is not a share of the locks; allowed 0.0..=1.0")));
+            return Err(err(f("irqs_off_share"), format!("{} is not a share of the locks; allowed 0.0..=1.0", shown(v))));
         }
     }
     if let Some(s) = w.zipf_s {
@@ -1461,7 +1461,7 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     }
     if let Some(j) = w.jitter {
         if !JITTER.contains(&j) {
-            return Err(err(f("jitter"), format!("{j} is out of range; allowed {JITTER:?} (a coefficient of variation)")));
+            return Err(err(f("jitter"), format!("{} is out of range; allowed {JITTER:?} (a coefficient of variation)", shown(j))));
         }
         if j > 0.0 && w.durations != Some(Durations::Fixed) {
             return Err(err(f("jitter"), "applies only with durations = \"fixed\" (exponential lengths vary already)"));
@@ -1688,16 +1688,26 @@ const MAX_TIME_NS: f64 = 3.6e12;
 fn time(field: &str, v: f64, unit_ns: f64, sign: fn(&str, f64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
     sign(field, v)?;
     if v * unit_ns > MAX_TIME_NS {
-        return Err(err(field, format!("{v:e} is out of range; allowed up to {:e} (one simulated hour)", MAX_TIME_NS / unit_ns)));
+        return Err(err(field, format!("{} is out of range; allowed up to {:e} (one simulated hour)", shown(v), MAX_TIME_NS / unit_ns)));
     }
     Ok(())
+}
+
+/// A number as a user would write it: `1e300`, not three hundred digits (Rust's `{}` never uses
+/// an exponent), and `0.5` as itself.
+fn shown(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 fn positive(field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(err(field, format!("{v} is not allowed; must be a finite number > 0")))
+        Err(err(field, format!("{} is not allowed; must be a finite number > 0", shown(v))))
     }
 }
 
@@ -1705,6 +1715,6 @@ fn non_negative(field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(err(field, format!("{v} is not allowed; must be a finite number >= 0")))
+        Err(err(field, format!("{} is not allowed; must be a finite number >= 0", shown(v))))
     }
 }
