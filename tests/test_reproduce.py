@@ -101,8 +101,10 @@ def test_a_check_names_the_numbers_behind_its_verdict():
         check(measured={"Ratio": 1.0})
     with pytest.raises(ValueError, match="paper gives ratio, which measured does not have"):
         check(measured={"speedup": 2.0}, paper={"ratio": 4.8})
-    with pytest.raises(TypeError, match="x.y: measured ok is a number, not true or false"):
+    with pytest.raises(TypeError, match="x.y: measured ok: a number, not true or false"):
         check(measured={"ok": True})
+    with pytest.raises(ValueError, match="x.y: measured at: could not convert string to float"):
+        check(measured={"at": ["40 vCPUs"]})
 
 
 def test_reports_are_identical_across_runs_and_worker_counts(toys, tmp_path):

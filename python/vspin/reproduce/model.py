@@ -116,7 +116,7 @@ class Figure:
 _QUANTITY = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 
-def _quantities(check: str, side: str, values: Any) -> dict[str, float | list[float | None] | None]:
+def _quantities(check: str, side: str, values: Any) -> dict[str, Any]:
     """``values`` (name → number, or name → list of numbers) normalised like a series' y."""
     if not isinstance(values, dict):
         raise TypeError(f"check {check}: {side} is a dict of named numbers, not {type(values).__name__}")
@@ -126,8 +126,8 @@ def _quantities(check: str, side: str, values: Any) -> dict[str, float | list[fl
             raise ValueError(f"check {check}: {side} name {name!r}: use lower-case letters, digits and '_'")
         try:
             out[name] = [_count_or_number(v) for v in value] if isinstance(value, (list, tuple)) else _count_or_number(value)
-        except TypeError as e:
-            raise TypeError(f"check {check}: {side} {name} {e}") from None
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"check {check}: {side} {name}: {e}") from None
     return out
 
 
@@ -135,7 +135,7 @@ def _count_or_number(value: Any) -> int | float | None:
     """An integer (a count, a vCPU count) stays one; anything else is a number as in a series."""
     value = _plain(value)
     if isinstance(value, bool):
-        raise TypeError("is a number, not true or false")
+        raise TypeError("a number, not true or false")
     return value if isinstance(value, int) else _number(value)
 
 
