@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install vspin into the current Python environment built with profile-guided optimization:
-# 8-10% more simulated lock acquisitions per second on `vspin bench` (docs/performance.md,
+# about 6% more simulated lock acquisitions per second on `vspin bench` (docs/performance.md,
 # "Profile-guided build"). Results are the same bytes as the plain build's: PGO changes code
 # layout and inlining, not arithmetic.
 #
