@@ -366,7 +366,8 @@ def core_error(e: ValueError, data: dict) -> ScenarioError:
     m = re.match(r"vm\[(\d+)\]", message)
     vms = data.get("vm")
     if m and isinstance(vms, list) and int(m.group(1)) < len(vms):
-        name = vms[int(m.group(1))].get("name") if isinstance(vms[int(m.group(1))], dict) else None
+        vm = vms[int(m.group(1))]
+        name = vm.get("name") if isinstance(vm, dict) else None
         # A blank name names nothing (and is then what the core complains of).
         if isinstance(name, str) and name.strip():
             message += f" (vm[{m.group(1)}] is the VM named {json.dumps(name)})"
