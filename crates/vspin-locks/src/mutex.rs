@@ -205,7 +205,12 @@ pub type PvPreemptableTicketMutex<T> = lock_api::Mutex<NativeRaw<PvPreemptableTi
 /// [`native`](crate::native)).
 pub type QueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<QueuedSpinLock<Native>>, T>;
 /// The paravirtual queued spinlock: lock stealing, queue nodes and head futex-wait, the unlocker
-/// wakes the one hashed head.
+/// wakes the one hashed head. The lock to use when threads outnumber cores (see the crate's
+/// docs).
+///
+/// As with [`QueuedSpinMutex`], a queue node is a CPU id's: with more than
+/// [`MAX_CPUS`](crate::native::MAX_CPUS) threads holding ids at once, the others may starve under
+/// sustained contention.
 pub type PvQueuedSpinMutex<T> = lock_api::Mutex<NativeRaw<PvQueuedSpinLock<Native>>, T>;
 /// The paravirtual queued spinlock as merged in Linux 4.2: no stealing, a halted successor is
 /// woken at hand-off.
