@@ -421,7 +421,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if len(grid.get("seed", [])) > 1:
         _print_over_seeds(df)
     stored = f"; store: {args.store}" if args.store else ""
-    print(f"{len(df)} rows: {df.attrs['ran']} runs now, {df.attrs['reused']} from the store{stored}")
+    ran = df.attrs["ran"]
+    print(f"{len(df)} rows: {ran} run{'' if ran == 1 else 's'} now, {df.attrs['reused']} from the store{stored}")
     return 0
 
 
@@ -568,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulation seeds per point; the prediction is their median (default 20; with "
                         "--measured: the report's)")
     p.add_argument("--workers", type=_positive_int, help="parallel simulations (default: CPU count)")
-    p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here")
+    p.add_argument("--json", required=True, type=_output_file, metavar="FILE", help="write the report as JSON here (required)")
     p.set_defaults(func=_cmd_validate_locks)
 
     p = sub.add_parser("reproduce", help="reproduce a seed paper's experiments into a report")

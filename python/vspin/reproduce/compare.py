@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vspin.reproduce.model import why_malformed
+
 
 class ReportError(ValueError):
     """A directory that holds no report of ``vspin reproduce``, or a results.json that is not one."""
@@ -78,7 +80,7 @@ def _reports(directory: Path) -> dict[str, dict]:
                 verdicts[str(c["id"])] = (c["passed"], str(c["detail"]), measured)
             docs[name] = {"scale": str(doc["scale"]), "checks": verdicts}
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ReportError(f"{f}: not a results.json of vspin reproduce ({e})") from None
+            raise ReportError(f"{f}: not a results.json of vspin reproduce ({why_malformed(e)})") from None
         if name in where:
             raise ReportError(f"{where[name]} and {f}: both are reports of experiment {name}")
         where[name] = f

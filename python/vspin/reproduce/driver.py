@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from vspin.reproduce import report
-from vspin.reproduce.model import SCALES, Check, Experiment, Figure
+from vspin.reproduce.model import SCALES, Check, Experiment, Figure, why_malformed
 from vspin.reproduce.registry import EXPERIMENTS, load_experiments, select
 from vspin.reproduce.runner import Runner
 
@@ -63,7 +63,7 @@ def _write_index(out: Path) -> None:
             checks = [{"id": str(c["id"]), "passed": c["passed"] is True} for c in doc["checks"]]
             present[experiment_name] = {"scale": str(doc["scale"]), "checks": checks}
         except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"index: {results} left out: not a results.json of vspin reproduce ({e})", file=sys.stderr)
+            print(f"index: {results} left out: not a results.json of vspin reproduce ({why_malformed(e)})", file=sys.stderr)
     report.write_index([EXPERIMENTS[n] for n in sorted(present)], present, out)
     report.write_summary(present, out)
 

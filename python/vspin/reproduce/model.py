@@ -10,6 +10,7 @@ valid, deterministic JSON.
 from __future__ import annotations
 
 import abc
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -174,6 +175,19 @@ class Check:
     def to_dict(self) -> dict:
         return {"id": self.id, "figure": self.figure, "passed": self.passed, "detail": self.detail,
                 "measured": self.measured, "paper": self.paper}
+
+
+def why_malformed(error: Exception) -> str:
+    """What is wrong with a results.json that could not be read back, in words: the reading
+    code indexes the document directly, so a missing key or a wrong type surfaces as Python's
+    own exception, whose text alone ("'detail'") would not say."""
+    if isinstance(error, KeyError):
+        return f"no key {error.args[0]!r}"
+    if isinstance(error, json.JSONDecodeError):
+        return f"not JSON: {error}"
+    if isinstance(error, TypeError) and "indices must be" in str(error):
+        return "an entry that should be a JSON object is not one"
+    return str(error)
 
 
 class Experiment(abc.ABC):
