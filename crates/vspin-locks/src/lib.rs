@@ -46,9 +46,10 @@
 //!   descheduled one.
 //!
 //! If all you need is a mutex in user space, `parking_lot::Mutex` (or `std`'s) is at least as
-//! fast as the best of these when threads outnumber cores, and fair enough. These locks are here so that the
-//! algorithm you simulated is the one you run. `docs/real-locks.md` in the vspin repository has
-//! the measurements. No lock path allocates, so a lock may guard a global allocator.
+//! fast as the best of these when threads outnumber cores, and fair enough. These locks are here
+//! so that the algorithm you simulated is the one you run. `docs/real-locks.md` in the vspin
+//! repository has the measurements. No lock path allocates, so a lock may guard a global
+//! allocator.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -118,8 +118,9 @@ impl Sim {
         let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
         let window_reached = self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= vc.ple_window_ns;
         if !window_reached && pauses_left > 0 {
-            // Early: a stall since the check was armed began a new PAUSE loop, whose window ends
-            // later. The vCPU spins on (a fifth of all events on the benchmark scenario).
+            // Early: since the check was armed, a re-read's stall restarted the PAUSE loop (or,
+            // on AMD, counted no PAUSEs), so the window ends later. The vCPU spins on. (About a
+            // fifth of all events on the benchmark scenario.)
             debug_assert!(vc.host_work.is_none() && vc.host == HostState::Running);
             let at = self.spin_deadline(v);
             let vc = &mut self.vcpus[v as usize];
