@@ -357,3 +357,16 @@ def test_a_cpu_quota_throttles_the_vm_and_caps_its_cpu_time(examples):
     assert cpu_s <= (1 + 3) * 0.4 + 8 * 3 * 0.004
     free = vspin.run(examples / "cpu-quota.toml", {"vm.0.cpu_max.quota_us": 1_600_000}, duration_ms=300)
     assert free.vms.iloc[0]["throttles"] == 0 and free.vms.iloc[0]["work_units"] > 1.5 * vm["work_units"]
+
+
+def test_histograms_of_several_runs_add_up_bucket_by_bucket_in_order(small):
+    runs = [vspin.run(small, seed=seed).raw["vms"][0]["lock_waits"] for seed in (1, 2)]
+    merged = vspin.result.sum_histograms(runs)
+    assert [b["from_ns"] for b in merged] == sorted({b["from_ns"] for run in runs for b in run})
+    for key in ("acquisitions", "wait_ns"):
+        assert sum(b[key] for b in merged) == sum(b[key] for run in runs for b in run)
+    # The median of the merged waits lies between the two runs' own medians, as the
+    # concatenated lists' did not have to (their buckets restart from 0 ns midway).
+    halves = sorted(vspin.result.wait_quantile(run, 0.5)["from_ns"] for run in runs)
+    assert halves[0] <= vspin.result.wait_quantile(merged, 0.5)["from_ns"] <= halves[1]
+

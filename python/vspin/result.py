@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -173,6 +174,21 @@ class Result:
                          for lock in busiest if lock["acquisitions"]]
             lines += _table(["VM", "lock", "acquisitions", "share", "waiting time", "median hold"], rows)
         return "\n".join(lines)
+
+
+def sum_histograms(histograms: Iterable[list[dict]]) -> list[dict]:
+    """Histograms of the results (``lock_waits``, ``lock_holds``, a lock's ``waits``) added up
+    bucket by bucket, e.g. one VM's over several seeds: each bucket once, in order of its
+    ``from_ns``, with every other count summed. Concatenating the lists instead would break
+    the order that :func:`wait_quantile` walks."""
+    merged: dict[int, dict] = {}
+    for histogram in histograms:
+        for b in histogram:
+            m = merged.setdefault(b["from_ns"], {"from_ns": b["from_ns"], "to_ns": b["to_ns"]})
+            for key, value in b.items():
+                if key not in ("from_ns", "to_ns"):
+                    m[key] = m.get(key, 0) + value
+    return [merged[start] for start in sorted(merged)]
 
 
 def wait_quantile(buckets: list[dict], q: float, weight: str = "acquisitions") -> dict:

@@ -32,7 +32,7 @@ import random
 import statistics
 
 from vspin.reproduce import Check, Experiment, Figure, Series, register
-from vspin.result import wait_quantile
+from vspin.result import sum_histograms, wait_quantile
 
 LOCKS = ("ticket", "pv-ticket", "preemptable-ticket", "pv-preemptable-ticket")
 PAPER_NAMES = {"ticket": "ticket", "pv-ticket": "pv-lock", "preemptable-ticket": "preemptable",
@@ -282,7 +282,7 @@ class PTicket(Experiment):
     def _waits(results, seeds, note, checks) -> Figure:
         """Where waiting time goes, by wait length: the slides' reason why `t` hardly matters."""
         def buckets(preset, lock):
-            return [b for s in seeds for b in results[(preset, 2, lock, s)].raw["vms"][0]["lock_waits"]]
+            return sum_histograms(results[(preset, 2, lock, s)].raw["vms"][0]["lock_waits"] for s in seeds)
 
         def share_of_time(bs):
             total = sum(b["wait_ns"] for b in bs) or 1
