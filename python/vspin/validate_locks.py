@@ -4,15 +4,15 @@
 preempting lock holders and queued waiters. Host mode describes that same run as a simulator
 scenario, with no hypervisor:
 
-* the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, its scheduler (EEVDF from Linux
-  6.6 on, else CFS), and a cost table measured here
+* the host is this machine: its CPUs as pCPUs, its ``CONFIG_HZ``, its scheduler (``eevdf-6.18``
+  from Linux 6.12 on, ``eevdf`` from 6.6, else ``cfs``), and a cost table measured here
   (``vspin_bench::host_costs``): PAUSE, L1 hit, cache-line transfer, context switch, the futex
   wake-up of a halted thread (after a short and after a long idle) and the futex wake call; and
   the gaps a running thread sees, split into other tasks running (the host's background threads)
   and interruptions that return to the thread (``host.interruptions``);
 * there are no VM exits, entries or IPIs (0 ns), no Pause-Loop Exiting and no directed yield;
 * one VM whose vCPUs are the benchmark's threads runs one lock with the benchmark's critical
-  section and think time, fixed lengths as its busy loops are. Its vCPUs are placed as the
+  section and think time, of the busy loops' calibrated lengths with their measured jitter. Its vCPUs are placed as the
   benchmark placed its threads (``--pin``): unpinned by default, as a program's threads are, so
   the simulator's wake-up placement and idle pull move them as Linux's scheduler moves the
   threads; or pinned round-robin to the pCPUs.
