@@ -369,4 +369,3 @@ def test_histograms_of_several_runs_add_up_bucket_by_bucket_in_order(small):
     # concatenated lists' did not have to (their buckets restart from 0 ns midway).
     halves = sorted(vspin.result.wait_quantile(run, 0.5)["from_ns"] for run in runs)
     assert halves[0] <= vspin.result.wait_quantile(merged, 0.5)["from_ns"] <= halves[1]
-

@@ -246,7 +246,10 @@ def test_compare_reports_refuses_a_directory_without_a_report(tmp_path, capsys):
     assert "not a results.json of vspin reproduce (no key 'experiment')" in capsys.readouterr().err
     (tmp_path / "x" / "results.json").write_text('{"experiment": "x", "scale": "quick", "checks": [[1]]}')
     assert main(["compare-reports", str(tmp_path), str(tmp_path)]) == 2
-    assert "(an entry that should be a JSON object is not one)" in capsys.readouterr().err
+    assert "(an entry that should be a JSON object or list is something else)" in capsys.readouterr().err
+    (tmp_path / "x" / "results.json").write_text('{"experiment": "x", "scale": "quick", "checks": [1]}')
+    assert main(["compare-reports", str(tmp_path), str(tmp_path)]) == 2
+    assert "(an entry that should be a JSON object or list is something else)" in capsys.readouterr().err
 
 
 def test_cli_exit_codes(toys, tmp_path, capsys):

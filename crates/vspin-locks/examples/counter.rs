@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use vspin_locks::lock_api::{Mutex, RawMutex};
 use vspin_locks::mutex::{OTicketMutex, PvPreemptableTicketMutex, PvQueuedSpinMutex, TasMutex, TicketMutex};
 
-/// One thread's count of its increments, on a cache line of its own so that reading it does not
-/// slow the lock down.
+/// One thread's count of its increments, on lines of its own (128 bytes: the adjacent-line
+/// prefetcher pairs 64-byte lines) so that the threads' counting does not add false sharing to
+/// the lock's own traffic.
 #[repr(align(128))]
 #[derive(Default)]
 struct Count(AtomicU64);

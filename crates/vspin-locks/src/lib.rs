@@ -38,12 +38,14 @@
 //!   thread may steal the lock past a descheduled queue head, and queued waiters sleep behind a
 //!   sleeping one. At 8 threads on 2 cores it keeps about half of `parking_lot`'s throughput.
 //!   [`TasYieldMutex`](mutex::TasYieldMutex) keeps more, but it is unfair: whoever runs at an
-//!   unlock takes the lock.
+//!   unlock takes the lock. So is [`TasMutex`](mutex::TasMutex), which never yields: its
+//!   waiters spin out their slices behind a descheduled holder.
 //! - Not the others. Every ticket-based lock, the PV and preemptable ones included, and the
-//!   queued spinlock fall to hundreds or thousands of acquisitions per second there. Their
-//!   thresholds (2^14 to 2^34 PAUSEs) are tuned for a hypervisor's preemptions; on threads they
-//!   last milliseconds, about an OS time slice, so a waiter spins out its slice behind a
-//!   descheduled one.
+//!   queued spinlock fall to hundreds or thousands of acquisitions per second there: a waiter
+//!   spins behind a descheduled one in a queue that only the descheduled one can move. Their
+//!   spin thresholds, where they have one, are tuned for a hypervisor's preemptions (2^14 to 2^15
+//!   PAUSEs, milliseconds on threads, about an OS time slice; OTICKET's 2^34, minutes), so they
+//!   rarely end such a wait before the OS does.
 //!
 //! If all you need is a mutex in user space, `parking_lot::Mutex` (or `std`'s) is at least as
 //! fast as the best of these when threads outnumber cores, and fair enough. These locks are here

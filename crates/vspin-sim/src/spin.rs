@@ -113,29 +113,13 @@ impl Sim {
     }
 
     pub(crate) fn spin_check(&mut self, v: u32) {
-        self.account(v);
-        let vc = &self.vcpus[v as usize];
-        let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
-        let window_reached = self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= vc.ple_window_ns;
-        if !window_reached && pauses_left > 0 {
-            // Early: since the check was armed, a re-read's stall restarted the PAUSE loop (or,
-            // on AMD, counted no PAUSEs), so the window ends later. The vCPU spins on. (About a
-            // fifth of all events on the benchmark scenario.)
-            debug_assert!(vc.host_work.is_none() && vc.host == HostState::Running);
-            let at = self.spin_deadline(v);
-            let vc = &mut self.vcpus[v as usize];
-            vc.gen = vc.gen.wrapping_add(1);
-            vc.spin_check_at = at;
-            self.q.push(at, Event::SpinCheck { vcpu: v, gen: vc.gen });
-            return;
-        }
+        self.stop_segment(v);
+        let window_ns = self.vcpus[v as usize].ple_window_ns;
         let vc = &mut self.vcpus[v as usize];
-        vc.active = false;
-        vc.gen = vc.gen.wrapping_add(1);
-        if window_reached {
+        let Act::Spin { word, pauses_left, .. } = vc.act else { unreachable!("spin check on a non-spinning vCPU") };
+        if self.ple.policy != PlePolicy::Off && vc.ple_spun_ns >= window_ns {
             self.ple_exit(v);
-        } else {
-            // The PAUSE budget is spent: the guest reads the word's value and goes on.
+        } else if pauses_left == 0 {
             self.watchers[word.0 as usize].retain(|&x| x != v);
             let value = self.mem.value(word);
             let vc = &mut self.vcpus[v as usize];

@@ -185,8 +185,9 @@ def why_malformed(error: Exception) -> str:
         return f"no key {error.args[0]!r}"
     if isinstance(error, json.JSONDecodeError):
         return f"not JSON: {error}"
-    if isinstance(error, TypeError) and "indices must be" in str(error):
-        return "an entry that should be a JSON object is not one"
+    if isinstance(error, TypeError) and any(
+            sign in str(error) for sign in ("indices must be", "not subscriptable", "not iterable")):
+        return "an entry that should be a JSON object or list is something else"
     return str(error)
 
 
