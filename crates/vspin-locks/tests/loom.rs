@@ -12,8 +12,8 @@
 //! Keeping the state space small: each execution builds a fresh [`Machine`] of
 //! `MAX_CPUS = 4` whose bounded spins are cut to one PAUSE ([`Machine::with_spin_cap`]), so the
 //! kernel's 2^14 – 2^34 PAUSE thresholds end at once and the halt/kick slow paths are reached in
-//! a few steps; a PAUSE is a `loom` yield. Run with `scripts/loom.sh` (release build; the
-//! models themselves take seconds, the build most of the ~20 s on 2 cores).
+//! a few steps; a PAUSE is a `loom` yield. Run with `scripts/loom.sh` (release build; under a
+//! minute on 2 cores, of which the models take about 12 s and the build the rest).
 #![cfg(loom)]
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
