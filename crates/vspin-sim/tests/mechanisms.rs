@@ -438,8 +438,9 @@ fn xen_build_host(apart: bool, seed: u64) -> Scenario {
 fn keeping_a_vms_vcpus_on_different_pcpus_recovers_throughput_under_credit1() {
     // Work stealing puts two vCPUs of one VM on one pCPU, where one spins for a lock or a flush
     // the other cannot run to finish. Measured (seeds 1-6, 2026-11-28): 214k work units/s
-    // without the patches, 277k with them (1.29x). Where the patches put a vCPU is the unit tests' concern
-    // (`credit1.rs`); with two VMs the destination hardly matters (docs/mechanisms/xen-yield.md).
+    // without the patches, 277k with them (1.29x). Where the patches put a vCPU is the unit
+    // tests' concern (`credit1.rs`); with two VMs the destination hardly matters
+    // (docs/mechanisms/xen-yield.md).
     let apart = throughput_over_seeds(6, |s| xen_build_host(true, s));
     let together = throughput_over_seeds(6, |s| xen_build_host(false, s));
     assert!(apart > 1.15 * together, "pick and push {apart:.0} against stock {together:.0}");
