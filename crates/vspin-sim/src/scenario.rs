@@ -280,6 +280,10 @@ impl Default for Costs {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HypervisorConfig {
+    /// The Linux release of a KVM host: the defaults of the keys its version decides
+    /// ([`KernelVersion::defaults`]); keys given explicitly win. Absent: 3.18, the seeds' host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelVersion>,
     #[serde(default)]
     pub scheduler: SchedulerKind,
     #[serde(default)]
@@ -426,6 +430,99 @@ impl SchedulerKind {
     /// Either EEVDF: eligibility, virtual deadlines and lag (`eevdf.rs`) rather than CFS.
     pub fn is_eevdf(self) -> bool {
         matches!(self, SchedulerKind::Eevdf | SchedulerKind::Eevdf618)
+    }
+}
+
+/// A KVM host's Linux release, for the defaults that changed between the releases the seeds
+/// and `kernel-mechanisms.md` describe. The model has one CFS (3.18's) for 3.5 and 3.18.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum KernelVersion {
+    /// Linux 3.5, the VEE'13 seed's host: `kvm_vcpu_on_spin` without the spin-loop filter, and a
+    /// fixed PLE window (grow and shrink came with 3.18).
+    #[serde(rename = "3.5")]
+    V3_5,
+    /// Linux 3.18/3.19, the other seeds' host, and every key's default.
+    #[serde(rename = "3.18")]
+    V3_18,
+    /// Linux 6.8: EEVDF, 6.8's candidate search and kick yield, halt polling, `ple_window_max =
+    /// UINT_MAX`.
+    #[serde(rename = "6.8")]
+    V6_8,
+    /// Linux 6.18: 6.8's, with 6.18's EEVDF and candidate loop, and halt polling that halves
+    /// (`halt_poll_ns_shrink = 2`, since 6.12).
+    #[serde(rename = "6.18")]
+    V6_18,
+}
+
+impl KernelVersion {
+    /// Every release a scenario may give.
+    pub const NAMES: &'static [&'static str] = &["3.5", "3.18", "6.8", "6.18"];
+    const ALL: [KernelVersion; 4] = [KernelVersion::V3_5, KernelVersion::V3_18, KernelVersion::V6_8, KernelVersion::V6_18];
+
+    /// The name a scenario gives this release.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+/// A release is a name, as the others (`"6.8"`), but TOML and `--set` read an unquoted `6.8` as
+/// a number; one that prints as a release's name is taken for it (`6.10` would print as `6.1`,
+/// which is none, so nothing is taken for another release).
+impl<'de> Deserialize<'de> for KernelVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = KernelVersion;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "one of {}", KernelVersion::NAMES.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", "))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<KernelVersion, E> {
+                KernelVersion::ALL.into_iter().find(|k| k.name() == v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<KernelVersion, E> {
+                let name = v.to_string();
+                KernelVersion::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What a [`KernelVersion`] sets, where the scenario leaves the key out.
+pub struct KernelDefaults {
+    pub scheduler: SchedulerKind,
+    pub directed_yield: DirectedYieldKind,
+    pub ple_policy: PlePolicy,
+    pub ple_max_cycles: u64,
+    pub halt_poll_max_ns: u64,
+    pub halt_poll_shrink: u64,
+}
+
+impl KernelVersion {
+    /// The release's defaults (`kernel-mechanisms.md`: §4.1 for `ple_window_max`, §5 for the
+    /// candidate search, §5.5 for halt polling, §7 for the scheduler).
+    pub fn defaults(self) -> KernelDefaults {
+        let v3 = KernelDefaults {
+            scheduler: SchedulerKind::Cfs,
+            directed_yield: DirectedYieldKind::Kvm,
+            ple_policy: PlePolicy::Kvm,
+            ple_max_cycles: (i32::MAX / 2) as u64,
+            halt_poll_max_ns: 0,
+            halt_poll_shrink: 0,
+        };
+        let v6 = KernelDefaults {
+            scheduler: SchedulerKind::Eevdf,
+            directed_yield: DirectedYieldKind::Kvm68,
+            ple_max_cycles: u32::MAX as u64,
+            halt_poll_max_ns: 200_000,
+            ..v3
+        };
+        match self {
+            KernelVersion::V3_5 => KernelDefaults { directed_yield: DirectedYieldKind::Kvm35, ple_policy: PlePolicy::Fixed, ..v3 },
+            KernelVersion::V3_18 => v3,
+            KernelVersion::V6_8 => v6,
+            KernelVersion::V6_18 => KernelDefaults { scheduler: SchedulerKind::Eevdf618, directed_yield: DirectedYieldKind::Kvm618, halt_poll_shrink: 2, ..v6 },
+        }
     }
 }
 
@@ -859,6 +956,7 @@ impl Scenario {
         let mut sc = Self::from_deserializer(de)?;
         let given: serde_json::Value = toml::from_str(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
         sc.tables_given_as_tables(&given)?;
+        sc.kernel_defaults(&given)?;
         sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
@@ -870,6 +968,7 @@ impl Scenario {
         let mut sc = Self::from_deserializer(&mut de)?;
         let given: serde_json::Value = serde_json::from_str(text).map_err(|e| err("", e.to_string()))?;
         sc.tables_given_as_tables(&given)?;
+        sc.kernel_defaults(&given)?;
         sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
@@ -1199,6 +1298,42 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// `hypervisor.kernel`: the release's value for each key its version decides that the
+    /// scenario leaves out; then the scenario is validated again, with them.
+    fn kernel_defaults(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
+        let Some(kernel) = self.hypervisor.kernel else { return Ok(()) };
+        let hv = given.get("hypervisor");
+        let is_given = |path: &[&str]| path.iter().fold(hv, |at, key| at.and_then(|v| v.get(key))).is_some();
+        if is_given(&["scheduler"]) && matches!(self.hypervisor.scheduler, SchedulerKind::Credit1 | SchedulerKind::Gang) {
+            let msg = format!(
+                "names a Linux KVM host's release, which scheduler = {:?} does not have; leave it out there, or use \"cfs\", \"eevdf\" or \"eevdf-6.18\"",
+                self.hypervisor.scheduler.name()
+            );
+            return Err(err("hypervisor.kernel", msg));
+        }
+        let d = kernel.defaults();
+        let hv = &mut self.hypervisor;
+        if !is_given(&["scheduler"]) {
+            hv.scheduler = d.scheduler;
+        }
+        if !is_given(&["directed_yield"]) {
+            hv.directed_yield = d.directed_yield;
+        }
+        if !is_given(&["ple", "policy"]) {
+            hv.ple.policy = d.ple_policy;
+        }
+        if !is_given(&["ple", "max_cycles"]) {
+            hv.ple.max_cycles = d.ple_max_cycles;
+        }
+        if !is_given(&["halt_poll", "max_ns"]) {
+            hv.halt_poll.max_ns = d.halt_poll_max_ns;
+        }
+        if !is_given(&["halt_poll", "shrink"]) {
+            hv.halt_poll.shrink = d.halt_poll_shrink;
+        }
+        self.validate()
     }
 
     /// AMD's pause filter: its count in PAUSEs, within the VMCB's 16 bits; with KVM's own

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use toml::Value;
 use vspin_sim::scenario::{
-    Credit1Pick, Credit1Yield, DirectedYieldKind, Durations, LoadBalanceKind, LockKind, PauseCounter, PlePolicy, Preset, SchedulerKind,
+    Credit1Pick, Credit1Yield, DirectedYieldKind, Durations, KernelVersion, LoadBalanceKind, LockKind, PauseCounter, PlePolicy, Preset, SchedulerKind,
     TlbFlush,
 };
 use vspin_sim::Scenario;
@@ -66,6 +66,7 @@ fn names(key: &str) -> Option<&'static [&'static str]> {
         "lock" => LockKind::NAMES,
         "preset" => Preset::NAMES,
         "scheduler" => SchedulerKind::NAMES,
+        "kernel" => KernelVersion::NAMES,
         "policy" => PlePolicy::NAMES,
         "directed_yield" => DirectedYieldKind::NAMES,
         "load_balance" => LoadBalanceKind::NAMES,

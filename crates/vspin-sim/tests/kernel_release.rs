@@ -1,0 +1,80 @@
+//! `hypervisor.kernel`: a KVM host's Linux release sets the defaults that its version decides
+//! (the scheduler, the directed-yield candidate search, the PLE policy and cap, halt polling),
+//! and a key the scenario gives explicitly wins over the release.
+mod common;
+
+use vspin_sim::scenario::{DirectedYieldKind, PlePolicy, SchedulerKind};
+use vspin_sim::Scenario;
+
+/// A VM of `vcpus` vCPUs (over-committed past 2) on a 2-core host.
+fn scenario_of(vcpus: u32, hypervisor: &str) -> Result<Scenario, String> {
+    let text = format!(
+        "seed = 3\nduration_ms = 20\n[host]\ncores_per_socket = 2\n[hypervisor]\n{hypervisor}\n\
+         [[vm]]\nname = \"a\"\nvcpus = {vcpus}\nlock = \"pv-ticket\"\nworkload = {{ preset = \"kernbench\" }}\n"
+    );
+    Scenario::from_toml(&text).map_err(|e| e.to_string())
+}
+
+fn parse(hypervisor: &str) -> Scenario {
+    scenario_of(4, hypervisor).unwrap_or_else(|e| panic!("{hypervisor:?} refused: {e}"))
+}
+
+/// The keys a release decides, as parsed.
+fn decided(sc: &Scenario) -> (SchedulerKind, DirectedYieldKind, PlePolicy, u64, u64, u64) {
+    let hv = &sc.hypervisor;
+    (hv.scheduler, hv.directed_yield, hv.ple.policy, hv.ple.max_cycles, hv.halt_poll.max_ns, hv.halt_poll.shrink)
+}
+
+#[test]
+fn each_release_sets_its_scheduler_candidate_search_ple_and_halt_polling() {
+    use DirectedYieldKind as Dy;
+    let int_max_half = (i32::MAX / 2) as u64;
+    let uint_max = u32::MAX as u64;
+    let expected = [
+        ("3.5", (SchedulerKind::Cfs, Dy::Kvm35, PlePolicy::Fixed, int_max_half, 0, 0)),
+        ("3.18", (SchedulerKind::Cfs, Dy::Kvm, PlePolicy::Kvm, int_max_half, 0, 0)),
+        ("6.8", (SchedulerKind::Eevdf, Dy::Kvm68, PlePolicy::Kvm, uint_max, 200_000, 0)),
+        ("6.18", (SchedulerKind::Eevdf618, Dy::Kvm618, PlePolicy::Kvm, uint_max, 200_000, 2)),
+    ];
+    for (release, values) in expected {
+        assert_eq!(decided(&parse(&format!("kernel = {release:?}"))), values, "kernel = {release:?}");
+    }
+}
+
+#[test]
+fn a_release_may_be_written_as_the_number_toml_reads_unquoted() {
+    for release in ["3.5", "3.18", "6.8", "6.18"] {
+        assert_eq!(decided(&parse(&format!("kernel = {release}"))), decided(&parse(&format!("kernel = {release:?}"))), "{release}");
+    }
+}
+
+#[test]
+fn a_host_without_a_release_is_3_18() {
+    assert_eq!(decided(&parse("")), decided(&parse("kernel = \"3.18\"")));
+}
+
+#[test]
+fn keys_given_explicitly_win_over_the_release() {
+    let sc = parse("kernel = \"6.18\"\nscheduler = \"cfs\"\nhalt_poll = { max_ns = 0 }\nple = { policy = \"off\" }");
+    assert_eq!(
+        decided(&sc),
+        (SchedulerKind::Cfs, DirectedYieldKind::Kvm618, PlePolicy::Off, u32::MAX as u64, 0, 2),
+        "the given scheduler, poll and policy; the release's candidate search, cap and shrink"
+    );
+}
+
+#[test]
+fn a_release_is_refused_under_xen_and_gang() {
+    for scheduler in ["credit1", "gang"] {
+        let e = scenario_of(2, &format!("kernel = \"6.8\"\nscheduler = {scheduler:?}")).expect_err("a Linux release under a non-Linux scheduler");
+        assert!(e.starts_with("hypervisor.kernel:") && e.contains(scheduler), "{e}");
+    }
+}
+
+#[test]
+fn a_release_runs_as_its_keys_spelled_out() {
+    let spelled_out = "scheduler = \"eevdf-6.18\"\ndirected_yield = \"kvm-6.18\"\n\
+                       ple = { max_cycles = 4294967295 }\nhalt_poll = { max_ns = 200000, shrink = 2 }";
+    let by_release = serde_json::to_string(&common::run(&parse("kernel = \"6.18\""))).unwrap();
+    assert_eq!(by_release, serde_json::to_string(&common::run(&parse(spelled_out))).unwrap());
+}
