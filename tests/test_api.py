@@ -1,9 +1,11 @@
 import re
+from pathlib import Path
 import threading
 
 import pytest
 
 import vspin
+from vspin.scenario import parse_setting
 
 
 def test_run_returns_metrics_and_dataframes(small):
@@ -214,6 +216,44 @@ def test_values_json_cannot_carry_are_named(scenario, message):
         vspin.load_scenario(scenario)
 
 
+def test_what_pythons_toml_parser_cannot_take_is_a_scenario_error_not_a_traceback():
+    with pytest.raises(vspin.ScenarioError, match="nested too deep"):
+        vspin.load_scenario("duration_ms = 10\nx = " + "[" * 600 + "]" * 600 + "\n")
+    with pytest.raises(vspin.ScenarioError, match="more than 4300 digits"):
+        vspin.load_scenario("seed = " + "9" * 5000 + "\n")
+    with pytest.raises(vspin.ScenarioError, match=r"--set 'seed=9+': TOML: a whole number of more than 4300 digits"):
+        parse_setting("seed=" + "9" * 5000)
+
+
+def test_a_dict_scenario_that_json_cannot_carry_is_named(small):
+    small = vspin.load_scenario(small)
+    with pytest.raises(vspin.ScenarioError, match=r"scenario: the key \(1, 2\) is a tuple"):
+        vspin.run({**small, (1, 2): 2})
+    itself = dict(small)
+    itself["x"] = itself
+    with pytest.raises(vspin.ScenarioError, match="a table that contains itself"):
+        vspin.run(itself)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(vspin.ScenarioError, match="nested more than 100"):
+        vspin.run({**small, "x": deep})
+
+
+def test_a_file_that_is_no_short_text_is_refused_without_reading_it_all(tmp_path):
+    with pytest.raises(vspin.ScenarioError, match="longer than 16 MiB"):
+        vspin.load_scenario(Path("/dev/zero"))
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    plain = tmp_path / "plain.toml"
+    plain.write_text('duration_ms = 10\n[host]\ncores_per_socket = 2\n[[vm]]\nname = "a"\nvcpus = 2\nlock = "tas"\n'
+                     'workload = { preset = "kernbench" }\n')
+    marked = tmp_path / "marked.toml"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert vspin.load_scenario(marked) == {**vspin.load_scenario(plain), "name": "marked"}
+
+
 def test_an_unreadable_file_is_a_clear_error(tmp_path):
     binary = tmp_path / "binary.toml"
     binary.write_bytes(b"\xff\xfe\x00bin")
@@ -277,8 +317,9 @@ def test_a_field_given_a_number_beyond_64_bits_is_told_what_it_takes(small):
 
 
 def test_a_timeline_window_is_checked(small):
-    with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
-        vspin.run(small, timeline="0:5")
+    for window in ("0:5", {0, 5}, (0, 10**400)):
+        with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
+            vspin.run(small, timeline=window)
     with pytest.raises(vspin.ScenarioError, match="at or after the run's end"):
         vspin.run(small, timeline=(500, 600))
 

@@ -151,6 +151,16 @@ def test_an_output_path_in_a_missing_directory_fails_before_the_work(examples, c
         assert "the directory /no/such/dir does not exist" in capsys.readouterr().err
 
 
+def test_an_output_path_under_a_file_says_so(examples, tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    with pytest.raises(SystemExit) as exit:
+        main(["run", str(examples / "overcommit-2x.toml"), "--out", str(a_file / "r.txt")])
+    assert exit.value.code == 2
+    assert f"{a_file} is a file, not a directory" in capsys.readouterr().err
+    assert a_file.read_text() == "kept"
+
+
 def test_reproduce_into_a_file_fails_before_any_run(tmp_path, capsys):
     target = tmp_path / "a-file"
     target.write_text("kept")

@@ -72,6 +72,8 @@ def test_a_bad_point_fails_before_any_run_and_names_itself(small, tmp_path):
     ({"seed": []}, "grid seed: expected a non-empty list"),
     ({"seed": 3}, "grid seed: expected a non-empty list"),
     ({"": [1]}, "a path must be a non-empty string"),
+    (None, "grid: expected a dict of paths to lists of values"),
+    ([1, 2], "grid: expected a dict of paths to lists of values"),
 ])
 def test_a_bad_grid_names_the_path(small, grid, message):
     with pytest.raises(vspin.ScenarioError, match=message):
@@ -141,12 +143,21 @@ def test_numpy_values_are_accepted(small):
     assert list(df["seed"]) == [1, 1, 2, 2]
 
 
+def test_a_store_or_a_summary_of_the_wrong_type_is_named(small):
+    with pytest.raises(vspin.ScenarioError, match="store: expected a file path, got 5"):
+        vspin.sweep(small, {"seed": [1]}, store=5)
+    with pytest.raises(vspin.ScenarioError, match="over_seeds: expected the DataFrame"):
+        vspin.over_seeds(None)
+
+
 def test_grid_values_parse_as_lists_ranges_and_arrays():
     assert parse_grid("vm.*.lock=ticket, tas") == ("vm.*.lock", ["ticket", "tas"])
     assert parse_grid("seed=1..3") == ("seed", [1, 2, 3])
     assert parse_grid("duration_ms=50,100.5") == ("duration_ms", [50, 100.5])
     assert parse_grid("vm.0.pin=[[0, 1], [2, 3]]") == ("vm.0.pin", [[0, 1], [2, 3]])
-    for bad, message in [("seed", "expected PATH=V1,V2"), ("seed=3..1", "is empty"), ("x=[1,", "not a TOML array")]:
+    huge = "9" * 5000
+    for bad, message in [("seed", "expected PATH=V1,V2"), ("seed=3..1", "is empty"), ("x=[1,", "not a TOML array"),
+                         (f"seed=1,{huge}", "more than 4300 digits"), (f"seed=1..{huge}", "thousands of digits")]:
         with pytest.raises(vspin.ScenarioError, match=message):
             parse_grid(bad)
 

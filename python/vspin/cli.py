@@ -40,6 +40,11 @@ def _output_file(text: str) -> str:
     is not lost to a mistyped path at the end."""
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
+        above = folder
+        while not os.path.exists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        if os.path.exists(above) and not os.path.isdir(above):
+            raise argparse.ArgumentTypeError(f"{text}: {above} is a file, not a directory")
         raise argparse.ArgumentTypeError(f"{text}: the directory {folder} does not exist")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file name")

@@ -31,8 +31,13 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     (``seed``, ``duration_ms``, ``name``).
     """
     if isinstance(scenario, dict):
-        _check_document(scenario)
-        data = json.loads(json.dumps(scenario))
+        try:
+            scenario = plain_value(scenario)
+            _check_document(scenario)
+            data = json.loads(json.dumps(scenario))
+        except RecursionError:
+            raise ScenarioError(f"scenario: nested more than {_DEPTH} tables or lists deep, or a table that contains "
+                                "itself; a scenario is a few levels of tables and lists") from None
     elif isinstance(scenario, (str, os.PathLike)):
         text = str(scenario)
         if not text.strip():
@@ -43,7 +48,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
         if is_path:
             text = _read_scenario_file(Path(scenario))
         try:
-            data = tomllib.loads(text)
+            data = _loads(text)
         except tomllib.TOMLDecodeError as e:
             if "\n" not in text:  # one line: most likely a mistyped file name with an '=' in it
                 raise ScenarioError(f"scenario file not found: {text} (nor is it TOML text: {e})") from None
@@ -86,6 +91,36 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
     return data
 
 
+#: Tables and lists nested deeper than this are refused before Python's recursion limit is met.
+_DEPTH = 100
+#: The longest scenario file read: a scenario is a short TOML file, and a device such as
+#: /dev/zero would otherwise be read until memory runs out.
+_MAX_SCENARIO_BYTES = 16 * 2**20
+
+
+def _loads(text: str) -> dict:
+    """TOML text as a dict; what Python's parser cannot take (nesting past its recursion limit, a
+    whole number of thousands of digits) as a ScenarioError, not a traceback. A byte-order mark,
+    which some editors write, is skipped."""
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError:
+        raise
+    except RecursionError:
+        raise ScenarioError(f"TOML: tables or lists nested too deep (more than {_DEPTH} levels are refused); "
+                            "a scenario is a few levels of tables and lists") from None
+    except ValueError:  # int() refuses strings of more than 4300 digits
+        raise ScenarioError("TOML: a whole number of more than 4300 digits; no field takes a whole number "
+                            "outside -2^63..2^64-1") from None
+
+
+def toml_value(raw: str) -> Any:
+    """One value written in TOML (``16``, ``[0, 1]``), as on the command line; raises
+    ``tomllib.TOMLDecodeError`` for text that is not one, and ScenarioError for what Python's
+    parser cannot take."""
+    return _loads(f"v = {raw}")["v"]
+
+
 def _quoted_line(text: str, message: str) -> str:
     """The line a TOML error names, quoted (tomllib gives only its number)."""
     at = re.search(r"at line (\d+)", message)
@@ -126,7 +161,14 @@ def _read_scenario_file(path: Path) -> str:
     if path.is_dir():
         raise ScenarioError(f"scenario {path}: is a directory, not a TOML file")
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_SCENARIO_BYTES + 1)
+    except OSError as e:
+        raise ScenarioError(f"scenario {path}: cannot read it: {e.strerror or e}") from None
+    if len(raw) > _MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"scenario {path}: longer than {_MAX_SCENARIO_BYTES // 2**20} MiB; a scenario is a short TOML file")
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ScenarioError(f"scenario {path}: not UTF-8 text (byte {e.start}); a scenario is a TOML file") from None
 
@@ -206,8 +248,13 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
     """Reject what JSON cannot carry to the core, naming where it is: TOML dates and times, NaN
     and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list,
     string, number or bool."""
+    if len(keys) > _DEPTH:
+        raise ScenarioError(f"{where}: nested more than {_DEPTH} tables or lists deep, or a table that contains itself; "
+                            "a scenario is a few levels of tables and lists")
     if isinstance(value, dict):
         for key, item in value.items():
+            if not isinstance(key, str):
+                raise ScenarioError(f"{where or 'scenario'}: the key {key!r} is a {type(key).__name__}; a table's keys are strings")
             _check_values(item, f"{where}.{key}" if where else str(key), (*keys, key))
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -234,7 +281,9 @@ def parse_setting(text: str) -> tuple[str, Any]:
     if not sep or not path.strip():
         raise ScenarioError(f"--set {text!r}: expected PATH=VALUE, e.g. vm.*.lock=tas")
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        value = toml_value(raw)
+    except ScenarioError as e:
+        raise ScenarioError(f"--set {text!r}: {e}") from None
     except tomllib.TOMLDecodeError as e:
         # A bare word is a string (`tas`); an array, table or quoted string that does not parse is
         # a typo to report, not a string to pass on.
@@ -342,8 +391,10 @@ def _apply_setting(node: Any, path: str, value: Any) -> None:
 
 def _check_timeline(timeline: Any, data: dict) -> None:
     try:
+        if isinstance(timeline, (set, frozenset, dict, str, bytes)):  # no order, or not two numbers
+            raise TypeError
         start, end = (float(t) for t in timeline)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {timeline!r}") from None
     if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
         raise ScenarioError(f"timeline: expected finite times with 0 <= from_ms < to_ms, got ({start:g}, {end:g})")

@@ -69,7 +69,8 @@ import pandas as pd
 
 from vspin import _core
 from vspin.result import Result
-from vspin.scenario import Scenario, ScenarioError, load_scenario, overwrite_message, overwrites, plain_value, validate
+from vspin.scenario import (Scenario, ScenarioError, load_scenario, overwrite_message, overwrites, plain_value, toml_value,
+                            validate)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -124,6 +125,9 @@ MAX_POINTS = 1_000_000
 
 def points(grid: dict[str, list]) -> list[dict[str, Any]]:
     """The grid's points, in order: the cartesian product of its values."""
+    if not isinstance(grid, dict):
+        raise ScenarioError(f"grid: expected a dict of paths to lists of values, e.g. {{'seed': [1, 2, 3]}}, "
+                            f"got {type(grid).__name__}")
     plain = {}
     for path, values in grid.items():
         if not isinstance(path, str) or not path:
@@ -246,6 +250,8 @@ def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
     A single seed is one draw of a process that can be chaotic: an over-committed FIFO lock may
     fall into a convoy or stay out of one for a whole run (``docs/mechanisms/pticket.md``), so the
     spread over seeds is part of the answer."""
+    if not isinstance(df, pd.DataFrame):
+        raise ScenarioError(f"over_seeds: expected the DataFrame vspin.sweep returns, got {type(df).__name__}")
     if "seed" not in df.columns:
         raise ScenarioError("over_seeds: the sweep has no seed column; add seed to its grid, e.g. {'seed': [1, 2, 3]}")
     axes = [c for c in df.columns[:list(df.columns).index("vm")] if c != "seed"]
@@ -270,6 +276,8 @@ class Store:
     def __init__(self, path: str | os.PathLike):
         import duckdb
 
+        if not isinstance(path, (str, os.PathLike)):
+            raise ScenarioError(f"store: expected a file path, got {path!r} (type {type(path).__name__})")
         try:
             self._db = duckdb.connect(str(path))
         except duckdb.Error as e:
@@ -354,23 +362,32 @@ def parse_grid(text: str) -> tuple[str, list]:
     if not sep or not path or not raw:
         raise ScenarioError(f"--grid {text!r}: expected PATH=V1,V2,... (e.g. vm.*.lock=ticket,tas or seed=1..5)")
     if (m := _RANGE.match(raw)) is not None:
-        lo, hi = int(m[1]), int(m[2])
+        try:
+            lo, hi = int(m[1]), int(m[2])
+        except ValueError:  # int() refuses strings of more than 4300 digits
+            raise ScenarioError(f"--grid {text!r}: a bound of thousands of digits; no field takes a whole number "
+                                "outside -2^63..2^64-1") from None
         if hi < lo:
             raise ScenarioError(f"--grid {text!r}: the range {lo}..{hi} is empty (write LOW..HIGH)")
         if hi - lo + 1 > MAX_POINTS:
             raise ScenarioError(f"--grid {text!r}: {hi - lo + 1:,} values; a sweep takes at most {MAX_POINTS:,} points")
         return path, list(range(lo, hi + 1))
-    if raw.startswith("["):
-        try:
-            values = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError as e:
-            raise ScenarioError(f"--grid {text!r}: not a TOML array: {e}") from None
-        return path, values
-    return path, [_scalar(v.strip()) for v in raw.split(",")]
+    try:
+        if raw.startswith("["):
+            try:
+                values = toml_value(raw)
+            except tomllib.TOMLDecodeError as e:
+                raise ScenarioError(f"--grid {text!r}: not a TOML array: {e}") from None
+            return path, values
+        return path, [_scalar(v.strip()) for v in raw.split(",")]
+    except ScenarioError as e:
+        if str(e).startswith("--grid"):
+            raise
+        raise ScenarioError(f"--grid {text!r}: {e}") from None
 
 
 def _scalar(raw: str) -> Any:
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
+        return toml_value(raw)
     except tomllib.TOMLDecodeError:
         return raw

@@ -1056,6 +1056,9 @@ impl Scenario {
         if self.name.trim().is_empty() {
             return Err(err("name", "must be non-empty (not only spaces); it names the run in summaries and stores"));
         }
+        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
+            return Err(err("name", format!("{:?} contains the control character U+{:04X}; a name is printed in summaries and reports", self.name, c as u32)));
+        }
         positive("duration_ms", self.duration_ms)?;
         if self.duration_ms < 1e-6 {
             return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", shown(self.duration_ms))));
@@ -1170,6 +1173,10 @@ impl Scenario {
         if self.vms.is_empty() {
             return Err(err("vm", "at least one [[vm]] is required"));
         }
+        // Each VM's own count first, so that one VM's typo is named as its field.
+        if let Some(i) = self.vms.iter().position(|vm| !TOPOLOGY_COUNT.contains(&vm.vcpus)) {
+            return Err(err(format!("vm[{i}].vcpus"), format!("{} is out of range; allowed {TOPOLOGY_COUNT:?}", self.vms[i].vcpus)));
+        }
         let vcpus: u64 = self.vms.iter().map(|vm| vm.vcpus as u64).sum();
         if vcpus > MAX_VCPUS {
             return Err(err("vm", format!("{vcpus} vCPUs in all; at most {MAX_VCPUS} are supported (16 per hardware thread of the largest host)")));
@@ -1180,12 +1187,15 @@ impl Scenario {
             if vm.name.trim().is_empty() {
                 return Err(err(at("name"), format!("{:?} must be non-empty (not only spaces)", vm.name)));
             }
+            if vm.name == "*" {
+                return Err(err(at("name"), "\"*\" is reserved: in a setting's path (--set 'vm.*.lock=tas') it means every VM; choose another name"));
+            }
+            if let Some(c) = vm.name.chars().find(|c| c.is_control()) {
+                return Err(err(at("name"), format!("{:?} contains the control character U+{:04X}; a name is printed in tables and reports", vm.name, c as u32)));
+            }
             if !names.insert(vm.name.as_str()) {
                 let first = self.vms.iter().position(|other| other.name == vm.name).unwrap_or(i);
                 return Err(err(at("name"), format!("{:?} is already the name of vm[{first}]; VM names must be unique", vm.name)));
-            }
-            if !TOPOLOGY_COUNT.contains(&vm.vcpus) {
-                return Err(err(at("vcpus"), format!("{} is out of range; allowed {TOPOLOGY_COUNT:?}", vm.vcpus)));
             }
             if !TICK_HZ.contains(&vm.guest_hz) {
                 return Err(err(at("guest_hz"), format!("{} is out of range; allowed {TICK_HZ:?}", vm.guest_hz)));
@@ -1557,6 +1567,11 @@ fn validate_workload(w: &WorkloadConfig, vcpus: u32, at: &str) -> Result<(), Sce
     for (n, v) in [("think_ns", w.think_ns), ("cs_ns", w.cs_ns), ("cs_long_ns", w.cs_long_ns), ("block_ns", w.block_ns)] {
         if let Some(v) = v {
             time(&f(n), v, 1.0, positive)?;
+            if v < 1.0 {
+                // A length is drawn, then rounded to whole ns (at least 1): a shorter mean or
+                // fixed length would run as 1 ns whatever it says.
+                return Err(err(f(n), format!("{} is below 1 ns, the simulator's resolution; allowed 1 ..= 3.6e12 (ns)", shown(v))));
+            }
         }
     }
     for (n, v) in [
