@@ -225,9 +225,19 @@ def test_what_pythons_toml_parser_cannot_take_is_a_scenario_error_not_a_tracebac
         parse_setting("seed=" + "9" * 5000)
 
 
+def test_a_number_too_long_to_print_is_named_by_its_length(small):
+    hexadecimal = "0x" + "f" * 4000  # TOML reads it without Python's 4300-digit limit on decimals
+    assert "seed = 5\n" in small
+    for scenario, settings in ((small.replace("seed = 5\n", f"seed = {hexadecimal}\n"), None), (small, {"seed": 10**5000})):
+        with pytest.raises(vspin.ScenarioError, match=r"seed: a whole number of about [\d,]+ digits is out of range"):
+            vspin.validate(scenario, settings)
+    with pytest.raises(vspin.ScenarioError, match=r"timeline: .*got \(0, a whole number of about 5,001 digits\)"):
+        vspin.run(small, timeline=(0, 10**5000))
+
+
 def test_a_dict_scenario_that_json_cannot_carry_is_named(small):
     small = vspin.load_scenario(small)
-    with pytest.raises(vspin.ScenarioError, match=r"scenario: the key \(1, 2\) is a tuple"):
+    with pytest.raises(vspin.ScenarioError, match=r"scenario: the key \(1, 2\) is of type tuple"):
         vspin.run({**small, (1, 2): 2})
     itself = dict(small)
     itself["x"] = itself

@@ -143,6 +143,13 @@ def test_numpy_values_are_accepted(small):
     assert list(df["seed"]) == [1, 1, 2, 2]
 
 
+def test_a_grid_may_be_any_mapping_and_a_value_too_long_to_print_is_named(small):
+    import types
+    assert len(vspin.sweep(small, types.MappingProxyType({"seed": [1]}))) == 2
+    with pytest.raises(vspin.ScenarioError, match="grid seed: a whole number of over 4300 digits"):
+        vspin.sweep(small, {"seed": [1, 10**5000]})
+
+
 def test_a_store_or_a_summary_of_the_wrong_type_is_named(small):
     with pytest.raises(vspin.ScenarioError, match="store: expected a file path, got 5"):
         vspin.sweep(small, {"seed": [1]}, store=5)

@@ -173,11 +173,30 @@ def _read_scenario_file(path: Path) -> str:
         raise ScenarioError(f"scenario {path}: not UTF-8 text (byte {e.start}); a scenario is a TOML file") from None
 
 
+def shown_int(value: int) -> str:
+    """A whole number as a message quotes it: in full up to 60 digits, else by its length (Python
+    refuses to print one of over 4300 digits, which a hexadecimal TOML literal can give)."""
+    digits = len(str(abs(value))) if value.bit_length() < 200 else int(value.bit_length() * math.log10(2)) + 1
+    if digits <= 60:
+        return str(value)
+    return f"{'-' if value < 0 else ''}a whole number of {'about ' if value.bit_length() >= 200 else ''}{digits:,} digits"
+
+
+def _shown(value: Any) -> str:
+    """``repr`` for a message, with any whole number in it shown by :func:`shown_int`."""
+    if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
+        return repr(value)
+    if isinstance(value, int):
+        return shown_int(value)
+    inner = ", ".join(_shown(v) for v in value)
+    return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+
+
 class _TooWide(ScenarioError):
     """A whole number beyond 64 bits at ``where`` (``keys``: the keys and indices that lead to it)."""
 
     def __init__(self, where: str, value: int, keys: tuple):
-        super().__init__(f"{where}: {value} is out of range; no field takes a whole number outside "
+        super().__init__(f"{where}: {shown_int(value)} is out of range; no field takes a whole number outside "
                          f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
         self.where, self.value, self.keys = where, value, keys
         self.bound = 2**64 - 1 if value > 0 else -(2**63)
@@ -207,7 +226,7 @@ class _TooWide(ScenarioError):
                 as_float = format(decimal.Decimal(repr(float(self.bound))), "f")
                 as_exponent = repr(float(self.bound)).replace("e+", "e")
                 for shown in (str(self.bound), as_float, as_exponent):
-                    said = said.replace(shown, str(self.value))
+                    said = said.replace(shown, shown_int(self.value))
                 return ScenarioError(f"{self.where}: {said}")
         except Exception:  # noqa: BLE001 - a probe the core cannot take leaves the generic message
             pass
@@ -254,7 +273,7 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ScenarioError(f"{where or 'scenario'}: the key {key!r} is a {type(key).__name__}; a table's keys are strings")
+                raise ScenarioError(f"{where or 'scenario'}: the key {key!r} is of type {type(key).__name__}; a table's keys are strings")
             _check_values(item, f"{where}.{key}" if where else str(key), (*keys, key))
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -395,7 +414,7 @@ def _check_timeline(timeline: Any, data: dict) -> None:
             raise TypeError
         start, end = (float(t) for t in timeline)
     except (TypeError, ValueError, OverflowError):
-        raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {timeline!r}") from None
+        raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {_shown(timeline)}") from None
     if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
         raise ScenarioError(f"timeline: expected finite times with 0 <= from_ms < to_ms, got ({start:g}, {end:g})")
     if int(end * 1e6) - int(start * 1e6) < 1:

@@ -63,6 +63,7 @@ import statistics
 import sys
 import tomllib
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 import pandas as pd
@@ -125,7 +126,7 @@ MAX_POINTS = 1_000_000
 
 def points(grid: dict[str, list]) -> list[dict[str, Any]]:
     """The grid's points, in order: the cartesian product of its values."""
-    if not isinstance(grid, dict):
+    if not isinstance(grid, Mapping):
         raise ScenarioError(f"grid: expected a dict of paths to lists of values, e.g. {{'seed': [1, 2, 3]}}, "
                             f"got {type(grid).__name__}")
     plain = {}
@@ -142,7 +143,12 @@ def points(grid: dict[str, list]) -> list[dict[str, Any]]:
         seen = set()
         for v in plain[path]:
             # The same point twice would be counted as two runs (two "seeds" of one seed).
-            if (key := json.dumps(v, sort_keys=True)) in seen:
+            try:
+                key = json.dumps(v, sort_keys=True)
+            except ValueError:  # Python prints no whole number of over 4300 digits
+                raise ScenarioError(f"grid {path}: a whole number of over 4300 digits; no field takes a whole number "
+                                    "outside -2^63..2^64-1") from None
+            if key in seen:
                 raise ScenarioError(f"grid {path}: {v!r} given twice; give each value once")
             seen.add(key)
     count = math.prod(len(v) for v in plain.values())

@@ -359,8 +359,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     if not warmup_s >= 0:
         raise ValidationError(f"--warmup: must be a number >= 0, got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
-        if not value > 0:
-            raise ValidationError(f"{name}: the simulator's workload needs a length > 0, got {value}")
+        if not value >= 1:
+            raise ValidationError(f"{name}: the simulator's workload needs a length of at least 1 ns (its "
+                                  f"resolution), got {value}")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
     if not (seconds > 0 and math.isfinite(seconds)):

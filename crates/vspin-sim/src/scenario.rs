@@ -957,6 +957,7 @@ impl Scenario {
         let given: serde_json::Value = toml::from_str(text).map_err(|e| err("", format!("TOML syntax: {e}")))?;
         sc.tables_given_as_tables(&given)?;
         sc.kernel_defaults(&given)?;
+        sc.validate()?;
         sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
@@ -969,6 +970,7 @@ impl Scenario {
         let given: serde_json::Value = serde_json::from_str(text).map_err(|e| err("", e.to_string()))?;
         sc.tables_given_as_tables(&given)?;
         sc.kernel_defaults(&given)?;
+        sc.validate()?;
         sc.ple_settings(&given)?;
         sc.xen_settings(&given)?;
         Ok(sc)
@@ -1042,7 +1044,6 @@ impl Scenario {
             }
             err(path, msg)
         })?;
-        sc.validate()?;
         Ok(sc)
     }
 
@@ -1156,7 +1157,7 @@ impl Scenario {
                     "{} must be at least window_cycles ({}): a \"kvm\" window grows from window_cycles up to max_cycles (default {}); raise max_cycles (up to {}) or lower window_cycles",
                     ple.max_cycles,
                     ple.window_cycles,
-                    PleConfig::default().max_cycles,
+                    self.hypervisor.kernel.map_or(PleConfig::default().max_cycles, |k| k.defaults().ple_max_cycles),
                     u32::MAX
                 );
                 return Err(err("hypervisor.ple.max_cycles", msg));
@@ -1311,7 +1312,7 @@ impl Scenario {
     }
 
     /// `hypervisor.kernel`: the release's value for each key its version decides that the
-    /// scenario leaves out; then the scenario is validated again, with them.
+    /// scenario leaves out (before [`Scenario::validate`], which then sees the release's values).
     fn kernel_defaults(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
         let Some(kernel) = self.hypervisor.kernel else { return Ok(()) };
         let hv = given.get("hypervisor");
@@ -1323,7 +1324,26 @@ impl Scenario {
             );
             return Err(err("hypervisor.kernel", msg));
         }
-        let d = kernel.defaults();
+        let mut d = kernel.defaults();
+        let v3 = matches!(kernel, KernelVersion::V3_5 | KernelVersion::V3_18);
+        if v3 && self.hypervisor.ple.counter == PauseCounter::Amd {
+            // 3.x `init_vmcb` sets the pause filter count once: no growth, and no threshold
+            // (`kernel-mechanisms.md` §4.4).
+            d.ple_policy = PlePolicy::Fixed;
+            if !is_given(&["ple", "gap_cycles"]) {
+                self.hypervisor.ple.gap_cycles = 0;
+            }
+        }
+        if d.ple_policy == PlePolicy::Fixed && !is_given(&["ple", "policy"]) {
+            if let Some(key) = ["grow", "shrink", "max_cycles", "max_pauses"].into_iter().find(|k| is_given(&["ple", k])) {
+                let msg = format!(
+                    "makes the window grow, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to grow it, or leave the key out",
+                    kernel.name(),
+                    if self.hypervisor.ple.counter == PauseCounter::Amd { " on AMD" } else { "" }
+                );
+                return Err(err(format!("hypervisor.ple.{key}"), msg));
+            }
+        }
         let hv = &mut self.hypervisor;
         if !is_given(&["scheduler"]) {
             hv.scheduler = d.scheduler;
@@ -1343,7 +1363,7 @@ impl Scenario {
         if !is_given(&["halt_poll", "shrink"]) {
             hv.halt_poll.shrink = d.halt_poll_shrink;
         }
-        self.validate()
+        Ok(())
     }
 
     /// AMD's pause filter: its count in PAUSEs, within the VMCB's 16 bits; with KVM's own

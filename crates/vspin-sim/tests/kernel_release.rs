@@ -78,3 +78,30 @@ fn a_release_runs_as_its_keys_spelled_out() {
     let by_release = serde_json::to_string(&common::run(&parse("kernel = \"6.18\""))).unwrap();
     assert_eq!(by_release, serde_json::to_string(&common::run(&parse(spelled_out))).unwrap());
 }
+
+#[test]
+fn a_release_is_validated_with_its_own_defaults() {
+    // 3.18's cap is 1073741823 cycles; 6.8's, 4294967295, admits this base window.
+    let sc = parse("kernel = \"6.8\"\nple = { window_cycles = 3000000000 }");
+    assert_eq!(sc.hypervisor.ple.max_cycles, u32::MAX as u64);
+    let e = scenario_of(4, "kernel = \"3.18\"\nple = { window_cycles = 3000000000 }").expect_err("above 3.18's cap");
+    assert!(e.contains("default 1073741823"), "{e}");
+}
+
+#[test]
+fn a_3_x_release_on_amd_counts_pauses_with_no_threshold_and_no_growth() {
+    use vspin_sim::scenario::PauseCounter;
+    for release in ["3.5", "3.18"] {
+        let ple = parse(&format!("kernel = {release:?}\nple = {{ counter = \"amd\" }}")).hypervisor.ple;
+        assert_eq!((ple.counter, ple.policy, ple.gap_cycles), (PauseCounter::Amd, PlePolicy::Fixed, 0), "{release}");
+    }
+    let ple = parse("kernel = \"6.8\"\nple = { counter = \"amd\" }").hypervisor.ple;
+    assert_eq!((ple.policy, ple.gap_cycles), (PlePolicy::Kvm, 128), "6.8's dynamic pause filter");
+}
+
+#[test]
+fn growing_a_release_s_fixed_window_needs_the_policy_said() {
+    let e = scenario_of(4, "kernel = \"3.5\"\nple = { grow = 4 }").expect_err("3.5's window is fixed");
+    assert!(e.starts_with("hypervisor.ple.grow:") && e.contains("policy = \"kvm\""), "{e}");
+    assert_eq!(parse("kernel = \"3.5\"\nple = { policy = \"kvm\", grow = 4 }").hypervisor.ple.grow, 4);
+}
