@@ -13,8 +13,8 @@ def test_las_quick_report_is_complete_and_deterministic(tmp_path):
     first = reproduce("las", "quick", tmp_path / "a", workers=2)["las"]
     again = reproduce("las", "quick", tmp_path / "b", workers=1)["las"]
     assert first == again
-    assert [f["id"] for f in first["figures"]] == ["kernbench", "kernbench_2_tasks", "sysbench"]
-    assert len(first["checks"]) == 4
+    assert [f["id"] for f in first["figures"]] == ["kernbench", "kernbench_2_tasks", "waits", "sysbench"]
+    assert len(first["checks"]) == 5
     assert all(c["detail"] for c in first["checks"])
     written = json.loads((tmp_path / "a" / "las" / "results.json").read_text())
     assert written["scale"] == "quick" and written["experiment"] == "las"
