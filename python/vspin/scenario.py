@@ -284,7 +284,8 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
             raise _TooWide(where, value, keys)
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise ScenarioError(f"{where}: {value} is not allowed; no field takes NaN or an infinity (numbers are finite)")
+            raise ScenarioError(f"{where}: {value} is not allowed; no field takes NaN or an infinity (numbers are finite; "
+                                "one beyond ±1.8e308, such as 1e400, reads as an infinity)")
     elif isinstance(value, (datetime.date, datetime.time)):
         raise ScenarioError(f"{where}: {value} is a TOML date or time, which no field takes; "
                             "allowed: tables, lists, strings, numbers and booleans")
