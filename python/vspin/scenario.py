@@ -176,20 +176,27 @@ def _read_scenario_file(path: Path) -> str:
 def shown_int(value: int) -> str:
     """A whole number as a message quotes it: in full up to 60 digits, else by its length (Python
     refuses to print one of over 4300 digits, which a hexadecimal TOML literal can give)."""
-    digits = len(str(abs(value))) if value.bit_length() < 200 else int(value.bit_length() * math.log10(2)) + 1
-    if digits <= 60:
+    if abs(value) < 10**60:
         return str(value)
-    return f"{'-' if value < 0 else ''}a whole number of {'about ' if value.bit_length() >= 200 else ''}{digits:,} digits"
+    sign = "a negative" if value < 0 else "a"
+    if value.bit_length() < 14000:  # under Python's 4300-digit limit: count them
+        return f"{sign} whole number of {len(str(abs(value))):,} digits"
+    return f"{sign} whole number of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
 
 
 def _shown(value: Any) -> str:
     """``repr`` for a message, with any whole number in it shown by :func:`shown_int`."""
-    if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
+    if isinstance(value, bool):
         return repr(value)
     if isinstance(value, int):
         return shown_int(value)
-    inner = ", ".join(_shown(v) for v in value)
-    return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(_shown(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+    try:
+        return repr(value)
+    except ValueError:  # a whole number too long to print, deeper inside
+        return f"a {type(value).__name__}"
 
 
 class _TooWide(ScenarioError):
@@ -285,7 +292,7 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ScenarioError(f"{where}: {value} is not allowed; no field takes NaN or an infinity (numbers are finite; "
-                                "one beyond ±1.8e308, such as 1e400, reads as an infinity)")
+                                "one too large for a double, such as 1e400, reads as an infinity)")
     elif isinstance(value, (datetime.date, datetime.time)):
         raise ScenarioError(f"{where}: {value} is a TOML date or time, which no field takes; "
                             "allowed: tables, lists, strings, numbers and booleans")

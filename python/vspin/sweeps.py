@@ -124,7 +124,7 @@ def run_canonical(item: tuple[int, str]) -> tuple[int, str, str]:
 MAX_POINTS = 1_000_000
 
 
-def points(grid: dict[str, list]) -> list[dict[str, Any]]:
+def points(grid: Mapping[str, list]) -> list[dict[str, Any]]:
     """The grid's points, in order: the cartesian product of its values."""
     if not isinstance(grid, Mapping):
         raise ScenarioError(f"grid: expected a dict of paths to lists of values, e.g. {{'seed': [1, 2, 3]}}, "
@@ -175,7 +175,7 @@ def _describe(point: dict[str, Any]) -> str:
     return ", ".join(f"{p}={v!r}" for p, v in point.items()) or "the scenario as given"
 
 
-def sweep(scenario: Scenario, grid: dict[str, list], settings: dict[str, Any] | None = None, *,
+def sweep(scenario: Scenario, grid: Mapping[str, list], settings: dict[str, Any] | None = None, *,
           store: str | os.PathLike | None = None, workers: int | None = None, executor: Any = None,
           verbose: bool = False) -> pd.DataFrame:
     """Run ``scenario`` at every point of ``grid`` (see the module docs); ``settings`` apply to

@@ -1326,7 +1326,8 @@ impl Scenario {
         }
         let mut d = kernel.defaults();
         let v3 = matches!(kernel, KernelVersion::V3_5 | KernelVersion::V3_18);
-        if v3 && self.hypervisor.ple.counter == PauseCounter::Amd {
+        let policy_given = is_given(&["ple", "policy"]);
+        if v3 && self.hypervisor.ple.counter == PauseCounter::Amd && !policy_given {
             // 3.x `init_vmcb` sets the pause filter count once: no growth, and no threshold
             // (`kernel-mechanisms.md` §4.4).
             d.ple_policy = PlePolicy::Fixed;
@@ -1334,10 +1335,10 @@ impl Scenario {
                 self.hypervisor.ple.gap_cycles = 0;
             }
         }
-        if d.ple_policy == PlePolicy::Fixed && !is_given(&["ple", "policy"]) {
+        if d.ple_policy == PlePolicy::Fixed && !policy_given {
             if let Some(key) = ["grow", "shrink", "max_cycles", "max_pauses"].into_iter().find(|k| is_given(&["ple", k])) {
                 let msg = format!(
-                    "makes the window grow, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to grow it, or leave the key out",
+                    "adapts the window, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to adapt it, or leave the key out",
                     kernel.name(),
                     if self.hypervisor.ple.counter == PauseCounter::Amd { " on AMD" } else { "" }
                 );

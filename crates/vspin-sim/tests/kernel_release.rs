@@ -97,6 +97,9 @@ fn a_3_x_release_on_amd_counts_pauses_with_no_threshold_and_no_growth() {
     }
     let ple = parse("kernel = \"6.8\"\nple = { counter = \"amd\" }").hypervisor.ple;
     assert_eq!((ple.policy, ple.gap_cycles), (PlePolicy::Kvm, 128), "6.8's dynamic pause filter");
+    // Asking for growth on a 3.x host leaves the threshold the dynamic filter needs.
+    let ple = parse("kernel = \"3.18\"\nple = { counter = \"amd\", policy = \"kvm\", grow = 4 }").hypervisor.ple;
+    assert_eq!((ple.policy, ple.gap_cycles, ple.grow), (PlePolicy::Kvm, 128, 4));
 }
 
 #[test]
