@@ -36,8 +36,7 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
             _check_document(scenario)
             data = json.loads(json.dumps(scenario))
         except RecursionError:
-            raise ScenarioError(f"scenario: nested more than {_DEPTH} tables or lists deep, or a table that contains "
-                                "itself; a scenario is a few levels of tables and lists") from None
+            raise ScenarioError(f"scenario: {_TOO_DEEP}") from None
     elif isinstance(scenario, (str, os.PathLike)):
         text = str(scenario)
         if not text.strip():
@@ -93,6 +92,10 @@ def load_scenario(scenario: Scenario, settings: dict[str, Any] | None = None, **
 
 #: Tables and lists nested deeper than this are refused before Python's recursion limit is met.
 _DEPTH = 100
+_TOO_DEEP = (f"nested more than {_DEPTH} tables or lists deep, or a table that contains itself; a scenario is a few "
+             "levels of tables and lists")
+#: What every refusal of a whole number beyond 64 bits says.
+WHOLE_NUMBER_RANGE = "no field takes a whole number outside -2^63..2^64-1"
 #: The longest scenario file read: a scenario is a short TOML file, and a device such as
 #: /dev/zero would otherwise be read until memory runs out.
 _MAX_SCENARIO_BYTES = 16 * 2**20
@@ -110,8 +113,7 @@ def _loads(text: str) -> dict:
         raise ScenarioError(f"TOML: tables or lists nested too deep (more than {_DEPTH} levels are refused); "
                             "a scenario is a few levels of tables and lists") from None
     except ValueError:  # int() refuses strings of more than 4300 digits
-        raise ScenarioError("TOML: a whole number of more than 4300 digits; no field takes a whole number "
-                            "outside -2^63..2^64-1") from None
+        raise ScenarioError(f"TOML: a whole number of more than 4300 digits; {WHOLE_NUMBER_RANGE}") from None
 
 
 def toml_value(raw: str) -> Any:
@@ -203,8 +205,7 @@ class _TooWide(ScenarioError):
     """A whole number beyond 64 bits at ``where`` (``keys``: the keys and indices that lead to it)."""
 
     def __init__(self, where: str, value: int, keys: tuple):
-        super().__init__(f"{where}: {shown_int(value)} is out of range; no field takes a whole number outside "
-                         f"-2^63..2^64-1 (a seed is 0..={2**64 - 1})")
+        super().__init__(f"{where}: {shown_int(value)} is out of range; {WHOLE_NUMBER_RANGE} (a seed is 0..={2**64 - 1})")
         self.where, self.value, self.keys = where, value, keys
         self.bound = 2**64 - 1 if value > 0 else -(2**63)
 
@@ -275,8 +276,7 @@ def _check_values(value: Any, where: str, keys: tuple = ()) -> None:
     and infinities, whole numbers beyond 64 bits, and any Python object that is not a table, list,
     string, number or bool."""
     if len(keys) > _DEPTH:
-        raise ScenarioError(f"{where}: nested more than {_DEPTH} tables or lists deep, or a table that contains itself; "
-                            "a scenario is a few levels of tables and lists")
+        raise ScenarioError(f"{where}: {_TOO_DEEP}")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):

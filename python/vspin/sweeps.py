@@ -62,16 +62,16 @@ import re
 import statistics
 import sys
 import tomllib
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 
 from vspin import _core
 from vspin.result import Result
-from vspin.scenario import (Scenario, ScenarioError, load_scenario, overwrite_message, overwrites, plain_value, toml_value,
-                            validate)
+from vspin.scenario import (WHOLE_NUMBER_RANGE, Scenario, ScenarioError, load_scenario, overwrite_message, overwrites,
+                            plain_value, toml_value, validate)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -146,8 +146,7 @@ def points(grid: Mapping[str, list]) -> list[dict[str, Any]]:
             try:
                 key = json.dumps(v, sort_keys=True)
             except ValueError:  # Python prints no whole number of over 4300 digits
-                raise ScenarioError(f"grid {path}: a whole number of over 4300 digits; no field takes a whole number "
-                                    "outside -2^63..2^64-1") from None
+                raise ScenarioError(f"grid {path}: a whole number of over 4300 digits; {WHOLE_NUMBER_RANGE}") from None
             if key in seen:
                 raise ScenarioError(f"grid {path}: {v!r} given twice; give each value once")
             seen.add(key)
@@ -371,8 +370,7 @@ def parse_grid(text: str) -> tuple[str, list]:
         try:
             lo, hi = int(m[1]), int(m[2])
         except ValueError:  # int() refuses strings of more than 4300 digits
-            raise ScenarioError(f"--grid {text!r}: a bound of thousands of digits; no field takes a whole number "
-                                "outside -2^63..2^64-1") from None
+            raise ScenarioError(f"--grid {text!r}: a bound of thousands of digits; {WHOLE_NUMBER_RANGE}") from None
         if hi < lo:
             raise ScenarioError(f"--grid {text!r}: the range {lo}..{hi} is empty (write LOW..HIGH)")
         if hi - lo + 1 > MAX_POINTS:
@@ -380,15 +378,11 @@ def parse_grid(text: str) -> tuple[str, list]:
         return path, list(range(lo, hi + 1))
     try:
         if raw.startswith("["):
-            try:
-                values = toml_value(raw)
-            except tomllib.TOMLDecodeError as e:
-                raise ScenarioError(f"--grid {text!r}: not a TOML array: {e}") from None
-            return path, values
+            return path, toml_value(raw)
         return path, [_scalar(v.strip()) for v in raw.split(",")]
+    except tomllib.TOMLDecodeError as e:  # the array's only: `_scalar` takes a bare word as text
+        raise ScenarioError(f"--grid {text!r}: not a TOML array: {e}") from None
     except ScenarioError as e:
-        if str(e).startswith("--grid"):
-            raise
         raise ScenarioError(f"--grid {text!r}: {e}") from None
 
 

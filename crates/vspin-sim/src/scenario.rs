@@ -1057,9 +1057,7 @@ impl Scenario {
         if self.name.trim().is_empty() {
             return Err(err("name", "must be non-empty (not only spaces); it names the run in summaries and stores"));
         }
-        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
-            return Err(err("name", format!("{:?} contains the control character U+{:04X}; a name is printed in summaries and reports", self.name, c as u32)));
-        }
+        printable("name", &self.name)?;
         positive("duration_ms", self.duration_ms)?;
         if self.duration_ms < 1e-6 {
             return Err(err("duration_ms", format!("{} is out of range; allowed 1e-6 (one nanosecond) ..= 3600000", shown(self.duration_ms))));
@@ -1191,9 +1189,7 @@ impl Scenario {
             if vm.name == "*" {
                 return Err(err(at("name"), "\"*\" is reserved: in a setting's path (--set 'vm.*.lock=tas') it means every VM; choose another name"));
             }
-            if let Some(c) = vm.name.chars().find(|c| c.is_control()) {
-                return Err(err(at("name"), format!("{:?} contains the control character U+{:04X}; a name is printed in tables and reports", vm.name, c as u32)));
-            }
+            printable(&at("name"), &vm.name)?;
             if !names.insert(vm.name.as_str()) {
                 let first = self.vms.iter().position(|other| other.name == vm.name).unwrap_or(i);
                 return Err(err(at("name"), format!("{:?} is already the name of vm[{first}]; VM names must be unique", vm.name)));
@@ -1352,7 +1348,7 @@ impl Scenario {
         if !is_given(&["directed_yield"]) {
             hv.directed_yield = d.directed_yield;
         }
-        if !is_given(&["ple", "policy"]) {
+        if !policy_given {
             hv.ple.policy = d.ple_policy;
         }
         if !is_given(&["ple", "max_cycles"]) {
@@ -1871,6 +1867,14 @@ fn shown(v: f64) -> String {
         format!("{v:e}")
     } else {
         format!("{v}")
+    }
+}
+
+/// A name without control characters: names are printed in summaries, tables and reports.
+fn printable(field: &str, name: &str) -> Result<(), ScenarioError> {
+    match name.chars().find(|c| c.is_control()) {
+        Some(c) => Err(err(field, format!("{name:?} contains the control character U+{:04X}; a name is printed in summaries, tables and reports", c as u32))),
+        None => Ok(()),
     }
 }
 

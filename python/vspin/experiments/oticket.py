@@ -92,8 +92,8 @@ class OTicket(Experiment):
         keys += [("32-core", c, w, n, 1) for w in ("lkc", "exim", "metis") for c in MAIN for n in small]
         keys += [("80-core", c, w, n, 2) for w in ("lkc", "exim", "metis")
                  for c in ("PVM", "HVM", "OTICKET", *(("longer spinning",) if w == "lkc" else ())) for n in over]
-        runs = runner.run_many([scenario(*k, duration, seed) for k in keys for seed in seeds])
-        res = {(*k, seed): run for (k, seed), run in zip(((k, seed) for k in keys for seed in seeds), runs)}
+        points = [(*k, seed) for k in keys for seed in seeds]
+        res = dict(zip(points, runner.run_many([scenario(*p[:5], duration, p[5]) for p in points])))
         seeds_said = f"seeds {seeds[0]}–{seeds[-1]}"
         note = (f"{duration} ms simulated per point, the mean of {seeds_said}; throughput is work units/s of the "
                 "first VM; halt exits count every HLT exit of the VM (idle and lock halts alike), as `kvm_stat` does.")
