@@ -274,7 +274,10 @@ class OTicket(Experiment):
                 series=curve("80-core", configs, workload, over, 2), paper=[],
                 note=note +
                 " Paper: OTICKET > PVM on LKC and EXIM, equal on METIS; longer spinning helps up to ~40 "
-                "cores then degrades badly; HVM best on LKC but degrades from 60."))
+                "cores then degrades badly; HVM best on LKC but degrades from 60, which the paper puts down to "
+                "QEMU's I/O thread (LKC) and hypervisor-level scheduling contention (EXIM): the model has "
+                "neither (docs/mechanisms/oticket.md). Here no waiter reaches longer spinning's 2^34 PAUSEs, "
+                "so it runs as HVM does, to the event."))
         top = over[-1]
         o = {c: {n: tp("80-core", c, "lkc", n, 2) for n in over} for c in ("PVM", "HVM", "OTICKET", "longer spinning")}
         checks.append(Check("fig10.lkc_oticket_beats_pvm", "fig10a", o["OTICKET"][top] >= o["PVM"][top],
