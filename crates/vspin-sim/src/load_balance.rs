@@ -35,8 +35,9 @@
 //! - **Which** (`find_busiest_queue`, `can_migrate_task`): from the pCPU of the busiest group
 //!   running the most vCPUs (among those with a queued vCPU allowed to move), queued vCPUs in
 //!   the order of the pCPU's task list (`detach_order`). A vCPU that ran within
-//!   `sysctl_sched_migration_cost` (`task_hot`, shared with `idle_balance`: never between SMT
-//!   siblings on the 6.8 host) is cache-hot and moves
+//!   `sysctl_sched_migration_cost`, or (`CACHE_HOT_BUDDY`) is a buddy of its run queue while
+//!   the pulling pCPU is busy (`task_hot`, shared with `idle_balance`: never between SMT
+//!   siblings on the 6.8 host), is cache-hot and moves
 //!   only once the domain has failed more than `cache_nice_tries` times in a row. A moved vCPU
 //!   preempts the pCPU's current one as a woken one would (`attach_task` → `check_preempt_curr`).
 //!
@@ -48,8 +49,7 @@
 //! socket, where Linux's fork-time `find_idlest_group` and active balancing would spread them
 //! over both; the balancing itself costs no
 //! simulated time. A candidate skipped as cache-hot keeps its place in the task list (the kernel
-//! moves it to the far end). CFS's `LAST_BUDDY` (with 8 or more runnable threads on one pCPU) is
-//! not modelled.
+//! moves it to the far end).
 use crate::engine::Event;
 use crate::scenario::{LoadBalanceKind, SchedulerKind};
 use crate::simulation::Sim;

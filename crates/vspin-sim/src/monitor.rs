@@ -9,8 +9,11 @@
 //!   its halt with a kick, an interrupt or an overdue timer pending;
 //! - no missed write: a vCPU spinning on a word has seen the word's latest write (the memory
 //!   model's own wake-up of spinners works);
+//! - no reschedule IPI is on its way to a vCPU from no sender;
 //! - under credit1, every vCPU has paid credits for the time it ran (`credit1.rs`,
-//!   `audit_credits`), up to one tick not yet charged.
+//!   `audit_credits`), up to one tick not yet charged;
+//! - under gang scheduling, only the running row's vCPUs run (`gang.rs`, `audit_gang`);
+//! - under a CPU quota, the quota's books balance (`bandwidth.rs`, `audit_bandwidth`).
 //!
 //! Events (definitions also in `metrics`): LHP when a holder is preempted while a vCPU waits for
 //! its lock; LWP when a FIFO lock is free or released while its next waiter is preempted.
