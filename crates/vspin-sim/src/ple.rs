@@ -33,7 +33,7 @@
 //!   `PLE_WINDOW` into a vCPU's VMCS before that vCPU's next entry; another vCPU's VMCS cannot
 //!   be written while it runs). Ties between epochs keep the earlier one: `Td` first.
 use crate::metrics::PleEpoch;
-use crate::scenario::{ApleConfig, PleConfig, PlePolicy};
+use crate::scenario::{ApleConfig, PauseCounter, PleConfig, PlePolicy};
 
 /// The window every vCPU starts with.
 pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
@@ -44,6 +44,11 @@ pub(crate) fn initial_window(cfg: &PleConfig) -> u64 {
 }
 
 /// `__grow_ple_window`: multiply while the modifier is below the base, else add; clamp to max.
+/// Since 4.18 (`x86.h`, 64-bit) the clamp comes after growing. Intel's 3.x `vmx.c` computes in
+/// `int` and clamps first, to `ple_window_actual_max`: the maximum shrunk once by the modifier,
+/// so that growing cannot overflow. The two differ only at the cap, by less than the modifier:
+/// 3.18's defaults stop at 1,073,741,822 cycles, not `ple_window_max`'s 1,073,741,823
+/// (`kernel-mechanisms.md` §4.2).
 pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
     match cfg.policy {
         PlePolicy::Kvm => {
@@ -51,7 +56,16 @@ pub(crate) fn grow(cfg: &PleConfig, window: u64) -> u64 {
             if cfg.grow < 1 {
                 return base;
             }
-            let w = if cfg.grow < base { window.saturating_mul(cfg.grow) } else { window.saturating_add(cfg.grow) };
+            let multiply = cfg.grow < base;
+            if cfg.int_arithmetic && cfg.counter == PauseCounter::Intel {
+                // Signed, as in the kernel: an additive modifier above the maximum makes
+                // `actual_max` negative, and the grown window is then the maximum itself.
+                let (max, modifier) = (cfg.max_window().max(base) as i64, cfg.grow as i64);
+                let actual_max = if multiply { max / modifier } else { max - modifier };
+                let w = (window as i64).min(actual_max);
+                return (if multiply { w * modifier } else { w + modifier }) as u64;
+            }
+            let w = if multiply { window.saturating_mul(cfg.grow) } else { window.saturating_add(cfg.grow) };
             w.min(cfg.max_window())
         }
         PlePolicy::Fixed | PlePolicy::Off | PlePolicy::Aple => window,
@@ -193,7 +207,6 @@ mod tests {
 
     #[test]
     fn amds_pause_filter_count_doubles_to_its_16_bit_maximum_then_resets() {
-        use crate::scenario::PauseCounter;
         let cfg = PleConfig { counter: PauseCounter::Amd, ..PleConfig::default() };
         assert_eq!(initial_window(&cfg), 3000);
         let mut w = 3000;
@@ -207,15 +220,24 @@ mod tests {
     }
 
     #[test]
-    fn stock_kvm_3_18s_window_stops_growing_near_int_max_over_2() {
-        // vmx.c 3.18: ple_window_max = INT_MAX / ple_window_grow; its grow clamps to about
-        // INT_MAX / 4 before doubling, so it settles at 1073741822 (kernel-mechanisms.md §4.2).
-        let cfg = PleConfig::default();
-        let mut w = 4096;
-        for _ in 0..20 {
-            w = grow(&cfg, w);
-        }
-        assert!((1_073_741_822..=1_073_741_823).contains(&w), "{w}");
+    fn stock_kvm_3_18s_window_stops_one_cycle_below_int_max_over_2() {
+        // vmx.c 3.18: ple_window_max = INT_MAX / ple_window_grow; its grow clamps to
+        // ple_window_actual_max = INT_MAX / 4 before doubling, so it settles at 1073741822
+        // (kernel-mechanisms.md §4.2); 6.x grows in 64 bits, then clamps to its maximum.
+        let grown = |cfg: &PleConfig| (0..20).fold(4096, |w, _| grow(cfg, w));
+        assert_eq!(grown(&PleConfig::default()), 1_073_741_822);
+        let six = PleConfig { int_arithmetic: false, max_cycles: u32::MAX as u64, ..PleConfig::default() };
+        assert_eq!(grown(&six), u32::MAX as u64);
+        let six_at_3x_cap = PleConfig { int_arithmetic: false, ..PleConfig::default() };
+        assert_eq!(grown(&six_at_3x_cap), 1_073_741_823);
+    }
+
+    #[test]
+    fn an_additive_modifier_above_the_maximum_grows_3_x_windows_to_the_maximum() {
+        // actual_max = 4500 - 5000 < 0 in vmx.c's int: min(4096, -500) + 5000 = 4500.
+        let cfg = PleConfig { grow: 5000, max_cycles: 4500, ..PleConfig::default() };
+        assert_eq!(grow(&cfg, 4096), 4500);
+        assert_eq!(grow(&cfg, 4500), 4500);
     }
 
     #[test]

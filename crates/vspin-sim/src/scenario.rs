@@ -494,6 +494,8 @@ pub struct KernelDefaults {
     pub directed_yield: DirectedYieldKind,
     pub ple_policy: PlePolicy,
     pub ple_max_cycles: u64,
+    /// Whether the window grows in 3.x `vmx.c`'s `int` arithmetic (`PleConfig::int_arithmetic`).
+    pub ple_int_arithmetic: bool,
     pub halt_poll_max_ns: u64,
     pub halt_poll_shrink: u64,
 }
@@ -507,6 +509,7 @@ impl KernelVersion {
             directed_yield: DirectedYieldKind::Kvm,
             ple_policy: PlePolicy::Kvm,
             ple_max_cycles: (i32::MAX / 2) as u64,
+            ple_int_arithmetic: true,
             halt_poll_max_ns: 0,
             halt_poll_shrink: 0,
         };
@@ -514,6 +517,7 @@ impl KernelVersion {
             scheduler: SchedulerKind::Eevdf,
             directed_yield: DirectedYieldKind::Kvm68,
             ple_max_cycles: u32::MAX as u64,
+            ple_int_arithmetic: false,
             halt_poll_max_ns: 200_000,
             ..v3
         };
@@ -608,6 +612,11 @@ pub struct PleConfig {
     pub aple: Option<ApleConfig>,
     /// What the CPU counts: TSC cycles (Intel PLE) or PAUSE instructions (AMD's pause filter).
     pub counter: PauseCounter,
+    /// Intel's window grows as 3.x `vmx.c` computes it, in `int` (`hypervisor.kernel` 3.5 or
+    /// 3.18, or none given); since 4.18 (`x86.h`) it is computed in 64 bits. Not a key: the
+    /// release decides it.
+    #[serde(skip)]
+    pub int_arithmetic: bool,
 }
 
 /// AMD's pause filter count and its maximum in KVM (`KVM_SVM_DEFAULT_PLE_WINDOW`, `USHRT_MAX`;
@@ -670,6 +679,7 @@ impl Default for PleConfig {
             window_pauses: None,
             max_pauses: None,
             aple: None,
+            int_arithmetic: true,
         }
     }
 }
@@ -1354,6 +1364,7 @@ impl Scenario {
         if !is_given(&["ple", "max_cycles"]) {
             hv.ple.max_cycles = d.ple_max_cycles;
         }
+        hv.ple.int_arithmetic = d.ple_int_arithmetic;
         if !is_given(&["halt_poll", "max_ns"]) {
             hv.halt_poll.max_ns = d.halt_poll_max_ns;
         }
