@@ -1034,7 +1034,14 @@ impl Scenario {
                 // header names no index (`[vm.workload]` is the last VM's), so the hint names none.
                 let parent = &path[..path.rfind('[').unwrap_or(path.len())];
                 let header: String = parent.split('.').map(|key| key.split('[').next().unwrap_or(key)).collect::<Vec<_>>().join(".");
-                msg = format!("{msg}; found a table in a list (if `[[{header}]]` was meant as the table `[{header}]`, use single brackets)");
+                if is_table(&header) {
+                    // serde read the table from the list, its first field from the entry: what it
+                    // expected there says nothing to the user.
+                    msg = format!("a table, but `[[{header}]]` makes it a list of tables: write `[{header}]`, with single brackets");
+                    path = parent.to_string();
+                } else {
+                    msg = format!("{msg}; found a table in a list (if `[[{header}]]` was meant as the table `[{header}]`, use single brackets)");
+                }
             }
             if let Some(at) = msg.find("expected a table").filter(|_| !path.is_empty()) {
                 let phrase = if msg[at..].starts_with("expected a table, found a list") { "expected a table, found a list" } else { "expected a table" };
@@ -1805,22 +1812,34 @@ fn one_of(names: &[&str]) -> String {
     format!("one of {}", quoted.join(", "))
 }
 
-/// A deserializer's message without its source excerpt: TOML errors keep their position as
-/// "(line L, column C)", JSON errors drop theirs (the field path already locates them).
+/// A minimal valid scenario as JSON: every key the structs always serialize, so that the
+/// messages below read the tables off the structs instead of a list that could drift from them.
+fn minimal_scenario() -> &'static serde_json::Value {
+    static MINIMAL: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    MINIMAL.get_or_init(|| {
+        let minimal = "duration_ms = 1\n[host]\ncores_per_socket = 1\n[[vm]]\nname = \"a\"\nvcpus = 1\nworkload = { preset = \"cpu-hog\" }\n";
+        serde_json::to_value(Scenario::from_toml(minimal).expect("the minimal scenario is valid")).expect("a scenario serializes")
+    })
+}
+
+/// Whether `key` (dotted, indices left out: `vm.workload`) is a table that every scenario has.
+/// An optional table (`host.background`) is not known here, and its messages stay serde's.
+fn is_table(key: &str) -> bool {
+    let at = key.split('.').try_fold(minimal_scenario(), |at, k| {
+        let v = at.get(k)?;
+        Some(v.as_array().and_then(|list| list.first()).unwrap_or(v))
+    });
+    at.is_some_and(|v| v.is_object())
+}
+
 /// For a key unknown to a VM (`path` = `vm[i].key`) that the top level or one of its tables
-/// takes: where it belongs. Those keys are read off a minimal scenario's
-/// serialization, so the list cannot drift from the structs.
+/// takes: where it belongs.
 fn outer_table_of(path: &str, key: &str) -> Option<String> {
-    static OUTER: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
     let vm_key = path.strip_prefix("vm[")?.split_once("].")?.1;
     if vm_key != key {
         return None;
     }
-    let outer = OUTER.get_or_init(|| {
-        let minimal = "duration_ms = 1\n[host]\ncores_per_socket = 1\n[[vm]]\nname = \"a\"\nvcpus = 1\nworkload = { preset = \"cpu-hog\" }\n";
-        serde_json::to_value(Scenario::from_toml(minimal).expect("the minimal scenario is valid")).expect("a scenario serializes")
-    });
-    let top = outer.as_object()?;
+    let top = minimal_scenario().as_object()?;
     if top.contains_key(key) && key != "vm" {
         return Some(format!("`{key}` is a top-level key, so move it to the top of the file, before any [table] header"));
     }
@@ -1828,6 +1847,8 @@ fn outer_table_of(path: &str, key: &str) -> Option<String> {
     Some(format!("`{key}` is a key of [{table}], so move it under the [{table}] header"))
 }
 
+/// A deserializer's message without its source excerpt: TOML errors keep their position as
+/// "(line L, column C)", JSON errors drop theirs (the field path already locates them).
 fn plain_message(raw: &str) -> String {
     if let Some(rest) = raw.strip_prefix("TOML parse error at ") {
         let position = rest.lines().next().unwrap_or_default();
