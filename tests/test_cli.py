@@ -169,6 +169,15 @@ def test_reproduce_into_a_file_fails_before_any_run(tmp_path, capsys):
     assert target.read_text() == "kept"
 
 
+def test_reproduce_help_names_every_registered_experiment(capsys):
+    from vspin.reproduce.registry import load_experiments
+
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    listed = capsys.readouterr().out.split("experiments: ")[1].split()
+    assert [name.rstrip(",") for name in listed] == sorted(load_experiments())
+
+
 def test_bad_counts_are_named_without_a_traceback(capsys):
     for flag in ("--workers", "--repeat", "--seeds"):
         with pytest.raises(SystemExit):

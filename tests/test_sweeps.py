@@ -164,7 +164,8 @@ def test_grid_values_parse_as_lists_ranges_and_arrays():
     assert parse_grid("vm.0.pin=[[0, 1], [2, 3]]") == ("vm.0.pin", [[0, 1], [2, 3]])
     huge = "9" * 5000
     for bad, message in [("seed", "expected PATH=V1,V2"), ("seed=3..1", "is empty"), ("x=[1,", "not a TOML array"),
-                         (f"seed=1,{huge}", "more than 4300 digits"), (f"seed=1..{huge}", "thousands of digits")]:
+                         (f"seed=1,{huge}", "more than 4300 digits"), (f"seed=1..{huge}", "thousands of digits"),
+                         ("seed=1-3", r"written LOW\.\.HIGH"), ("seed=1:3", r"written LOW\.\.HIGH")]:
         with pytest.raises(vspin.ScenarioError, match=message):
             parse_grid(bad)
 
@@ -185,6 +186,8 @@ def test_the_sweep_command_prints_stores_and_resumes(small, tmp_path, capsys):
     assert "needs at least one" in capsys.readouterr().err
     assert main(["sweep", str(scenario), "--grid", "seed=1", "--grid", "seed=2"]) == 2
     assert "given twice" in capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--grid", "vm.*.lock=ticket", "--workers", "1"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("2 rows from 1 run"), "no store, so none is named"
 
 
 def test_over_seeds_gives_each_points_mean_interval_and_range():

@@ -207,7 +207,8 @@ def sweep(scenario: Scenario, grid: Mapping[str, list], settings: dict[str, Any]
                 db.put(texts[i], ran_on, result)
             if verbose or sys.stderr.isatty():
                 end = "\n" if done == len(todo) else ""
-                print(f"\rsweep: {done}/{len(todo)} runs ({reused} from the store)", end=end, file=sys.stderr, flush=True)
+                from_store = f" ({reused} from the store)" if db is not None else ""
+                print(f"\rsweep: {done}/{len(todo)} runs{from_store}", end=end, file=sys.stderr, flush=True)
     finally:
         if db is not None:
             db.close()
@@ -356,6 +357,8 @@ def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[
 
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+# `seed=1-5` or `seed=1:5`: a seed is a whole number, so this can only be a range written another way.
+_DASHED_RANGE = re.compile(r"^\d+\s*[-:]\s*\d+$")
 
 
 def parse_grid(text: str) -> tuple[str, list]:
@@ -376,6 +379,8 @@ def parse_grid(text: str) -> tuple[str, list]:
         if hi - lo + 1 > MAX_POINTS:
             raise ScenarioError(f"--grid {text!r}: {hi - lo + 1:,} values; a sweep takes at most {MAX_POINTS:,} points")
         return path, list(range(lo, hi + 1))
+    if path == "seed" and _DASHED_RANGE.match(raw):
+        raise ScenarioError(f"--grid {text!r}: a range of seeds is written LOW..HIGH (e.g. seed=1..5), or list them: seed=1,2,3")
     try:
         if raw.startswith("["):
             return path, toml_value(raw)
