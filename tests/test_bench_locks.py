@@ -16,6 +16,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert report["machine"]["cores"] >= 1
     assert report["config"]["warmup_s"] == 0.01 and report["config"]["pin"] == "none" and report["ns_per_iteration"] > 0
     assert 0 <= report["loop_cv"] < 1, "the busy loops vary by a share of their length"
+    assert len(report["load_average_before"]) == 3
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
@@ -33,6 +34,15 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert all(0 < ns < 10_000 for ns in report["uncontended_ns"].values())
     assert (tmp_path / "locks.png").stat().st_size > 0
     assert "oticket" in capsys.readouterr().out
+
+
+def test_a_busy_machine_is_warned_of_and_an_idle_one_is_not():
+    from vspin.bench_locks import busy_machine_warning
+
+    report = {"machine": {"cores": 2}, "load_average_before": [2.47, 1.9, 1.2]}
+    assert "load average 2.47 on 2 cores" in busy_machine_warning(report)
+    assert busy_machine_warning({**report, "load_average_before": [0.06, 0.5, 0.9]}) is None
+    assert busy_machine_warning({"machine": {"cores": 2}}) is None, "a report from before the load was recorded"
 
 
 def test_bench_locks_without_json_prints_the_table_alone(tmp_path, capsys, monkeypatch):

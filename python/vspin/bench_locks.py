@@ -8,6 +8,7 @@ threads than cores); this module validates the options, shapes the report and dr
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 from vspin import _core
@@ -46,7 +47,8 @@ MAX_SECONDS = 3600.0
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.2,
                 pin: str = "none", cpu_max: tuple[int, int] | None = None) -> dict:
-    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv"}``.
+    """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv",
+    "load_average_before"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
     Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one
@@ -75,8 +77,12 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
     if locks:
         config["locks"] = locks
     def run() -> dict:
+        # Other work on the machine slows the benchmark: record how busy it was.
+        load_before = os.getloadavg()
         try:
-            return json.loads(_core.bench_locks_json(json.dumps(config)))
+            report = json.loads(_core.bench_locks_json(json.dumps(config)))
+            report["load_average_before"] = list(load_before)
+            return report
         except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
             raise BenchConfigError(str(e)) from None
 
@@ -128,7 +134,22 @@ def table(report: dict) -> str:
     if report.get("cgroup"):
         cpu_max = report["machine"]["cpu_max"]
         lines.append(quota_line(cpu_max["quota_us"], cpu_max["period_us"], [report["cgroup"]]))
+    if (warning := busy_machine_warning(report)) is not None:
+        lines.append(warning)
     return "\n".join(lines)
+
+
+def busy_machine_warning(report: dict) -> str | None:
+    """A warning when the machine was busy as the benchmark began: a load average of half the
+    cores or more means other work was running lately and may still share the CPUs with the
+    threads, which moves throughput, fairness and every cost measured (a run on a 2-vCPU cloud
+    machine at load 2.5 measured a cache-line transfer at 199 ns, against 22-72 ns when idle)."""
+    load = report.get("load_average_before")
+    cores = report["machine"]["cores"]
+    if not load or load[0] < 0.5 * cores:
+        return None
+    return (f"WARNING: load average {load[0]:.2f} on {cores} cores before the run: other work may have shared the "
+            "CPUs with the benchmark; rerun on an idle machine before trusting these numbers")
 
 
 def quota_line(quota_us: int, period_us: int, throttling: list[dict]) -> str:

@@ -35,7 +35,8 @@ import sys
 from itertools import combinations
 
 from vspin import _core
-from vspin.bench_locks import PINS, BenchConfigError, bench_locks, default_threads, lock_names, quota_line
+from vspin.bench_locks import (PINS, BenchConfigError, bench_locks, busy_machine_warning, default_threads, lock_names,
+                               quota_line)
 from vspin.experiments.pticket import BACKGROUND as PTICKET_HOST_BACKGROUND
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
@@ -713,6 +714,8 @@ def table(report: dict) -> str:
         quota = " under the CPU quota" if report["config"].get("cpu_max") else ""
         lines.append(f"ticket collapse: not measured (needs the ticket lock at the core count, "
                      f"{report['machine']['cores']}{quota}, and above)")
+    if (warning := busy_machine_warning(report)) is not None:
+        lines.append(warning)
     for d in report.get("host_cost_drift", []):
         lines.append(f"WARNING: {d['cost']} moved from {d['before']:.4g} before the benchmark to {d['after']:.4g} after it: "
                      "the machine changed during the run, and the prediction uses the first")
