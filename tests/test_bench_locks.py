@@ -16,7 +16,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert report["machine"]["cores"] >= 1
     assert report["config"]["warmup_s"] == 0.01 and report["config"]["pin"] == "none" and report["ns_per_iteration"] > 0
     assert 0 <= report["loop_cv"] < 1, "the busy loops vary by a share of their length"
-    assert len(report["load_average_before"]) == 3
+    assert report["other_work_cores"] is None or report["other_work_cores"] >= 0
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]
@@ -39,10 +39,32 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
 def test_a_busy_machine_is_warned_of_and_an_idle_one_is_not():
     from vspin.bench_locks import busy_machine_warning
 
-    report = {"machine": {"cores": 2}, "load_average_before": [2.47, 1.9, 1.2]}
-    assert "load average 2.47 on 2 cores" in busy_machine_warning(report)
-    assert busy_machine_warning({**report, "load_average_before": [0.06, 0.5, 0.9]}) is None
-    assert busy_machine_warning({"machine": {"cores": 2}}) is None, "a report from before the load was recorded"
+    report = {"machine": {"cores": 2}, "other_work_cores": 1.4}
+    assert "other work kept 1.4 of 2 cores busy" in busy_machine_warning(report)
+    assert busy_machine_warning({**report, "other_work_cores": 0.1}) is None
+    assert busy_machine_warning({"machine": {"cores": 2}}) is None, "a report from before it was recorded"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_other_work_is_seen_while_it_runs():
+    import multiprocessing
+
+    from vspin.bench_locks import other_work_cores
+
+    stop = multiprocessing.Event()
+    spinner = multiprocessing.Process(target=_spin_until, args=(stop,))
+    spinner.start()
+    try:
+        busy = other_work_cores(0.3)
+    finally:
+        stop.set()
+        spinner.join()
+    assert busy is not None and busy >= 0.5, f"a process spinning on one core: {busy}"
+
+
+def _spin_until(stop) -> None:
+    while not stop.is_set():
+        pass
 
 
 def test_bench_locks_without_json_prints_the_table_alone(tmp_path, capsys, monkeypatch):

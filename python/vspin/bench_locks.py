@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import time
 
 from vspin import _core
 from vspin.cgroup import CgroupError, cpu_quota
@@ -48,7 +49,7 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.2,
                 pin: str = "none", cpu_max: tuple[int, int] | None = None) -> dict:
     """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv",
-    "load_average_before"}``.
+    "other_work_cores"}``.
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
     Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one
@@ -78,10 +79,10 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
         config["locks"] = locks
     def run() -> dict:
         # Other work on the machine slows the benchmark: record how busy it was.
-        load_before = os.getloadavg()
+        others = other_work_cores()
         try:
             report = json.loads(_core.bench_locks_json(json.dumps(config)))
-            report["load_average_before"] = list(load_before)
+            report["other_work_cores"] = others
             return report
         except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
             raise BenchConfigError(str(e)) from None
@@ -139,17 +140,40 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def busy_machine_warning(report: dict) -> str | None:
-    """A warning when the machine was busy as the benchmark began: a load average of half the
-    cores or more means other work was running lately and may still share the CPUs with the
-    threads, which moves throughput, fairness and every cost measured (a run on a 2-vCPU cloud
-    machine at load 2.5 measured a cache-line transfer at 199 ns, against 22-72 ns when idle)."""
-    load = report.get("load_average_before")
-    cores = report["machine"]["cores"]
-    if not load or load[0] < 0.5 * cores:
+#: How long `other_work_cores` watches the machine, seconds.
+OTHER_WORK_SAMPLE_S = 0.2
+
+
+def other_work_cores(sample_s: float = OTHER_WORK_SAMPLE_S) -> float | None:
+    """How many cores other work kept busy over ``sample_s`` while this process slept: the busy
+    share of all CPUs' time in ``/proc/stat`` times their number (``None`` off Linux). The load
+    average would not do: it decays over a minute, so it still counts a benchmark that has ended."""
+    def times() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as stat:
+                fields = [int(x) for x in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])  # guest time is already in user time
+
+    before = times()
+    time.sleep(sample_s)
+    after = times()
+    if before is None or after is None or after[1] <= before[1]:
         return None
-    return (f"WARNING: load average {load[0]:.2f} on {cores} cores before the run: other work may have shared the "
-            "CPUs with the benchmark; rerun on an idle machine before trusting these numbers")
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+
+
+def busy_machine_warning(report: dict) -> str | None:
+    """A warning when other work kept half a core or more busy just before the benchmark: it
+    then shares the CPUs with the threads, which moves throughput, fairness and every cost
+    measured."""
+    others = report.get("other_work_cores")
+    if others is None or others < 0.5:
+        return None
+    return (f"WARNING: other work kept {others:.1f} of {report['machine']['cores']} cores busy just before the run: "
+            "it may have shared the CPUs with the benchmark; rerun on an idle machine before trusting these numbers")
 
 
 def quota_line(quota_us: int, period_us: int, throttling: list[dict]) -> str:

@@ -425,6 +425,7 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                    "cs_ns": cs_ns, "think_ns": think_ns, "locks": locks, "repeat": repeat, "seeds": seeds, "host_hz": hz,
                    "host_scheduler": scheduler, "pin": pin, "cpu_max": list(cpu_max) if cpu_max else None},
         "load_average_before": load_before,
+        "other_work_cores": runs[0].get("other_work_cores"),
         **({"cgroup_runs": [run["cgroup"] for run in runs]} if cpu_max else {}),
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "bench_loop_cv": [run["loop_cv"] for run in runs],
