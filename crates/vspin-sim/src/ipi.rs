@@ -145,6 +145,7 @@ impl Sim {
         match hw.after {
             After::WakeSent { .. } => hw.remaining <= self.costs.vm_exit + self.costs.ipi_send,
             After::SendIpis => hw.remaining <= self.send_exit(v),
+            After::KickSent { .. } => true,
             _ => false,
         }
     }
@@ -160,6 +161,11 @@ impl Sim {
         let Some(hw) = self.vcpus[v as usize].host_work.take() else { return };
         match hw.after {
             After::WakeSent { sleeper } => self.wake_sent(v, sleeper),
+            After::KickSent { target } => {
+                // Not `kvm_sched_yield`: `v` is leaving its pCPU already.
+                self.kick(target);
+                self.vcpus[v as usize].host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+            }
             _ => self.ipis_sent(v),
         }
     }
@@ -301,12 +307,13 @@ impl Sim {
         self.continue_if_running(v);
     }
 
-    /// Whether `v`'s host work ends in `schedule()` (a yield) before its next VM entry, where KVM
-    /// injects: its IPIs wait for that entry, here or after its next switch-in.
+    /// Whether `v`'s host work ends in a handler step before its next VM entry, where KVM
+    /// injects: `schedule()` (a yield), or a kick and the yield that may follow it. Its IPIs wait
+    /// for that entry, here or after its next switch-in.
     fn yields_before_entry(&self, v: u32) -> bool {
         self.vcpus[v as usize]
             .host_work
-            .is_some_and(|hw| matches!(hw.after, After::Yield | After::YieldedInHandler | After::PleDone { yielded: true }))
+            .is_some_and(|hw| matches!(hw.after, After::Yield | After::KickSent { .. } | After::PleDone { yielded: true }))
     }
 
     /// Whether `vc` has IPIs pending that it can take now. With interrupts off (`Vcpu::irqs_off`)

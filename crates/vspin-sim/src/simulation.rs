@@ -760,11 +760,6 @@ impl Sim {
                     self.reenter_if_running(v);
                 }
             }
-            After::YieldedInHandler => {
-                let p = self.vcpus[v as usize].pcpu;
-                self.schedule(p);
-                self.reenter_if_running(v);
-            }
             After::Yield => {
                 let p = self.vcpus[v as usize].pcpu;
                 self.yield_task(p, v);
@@ -775,7 +770,21 @@ impl Sim {
             After::PollEnd => self.block_after_poll(v),
             After::SendIpis => self.ipis_sent(v),
             After::WakeSent { sleeper } => self.wake_sent(v, sleeper),
+            After::KickSent { target } => self.kick_sent(v, target),
         }
+    }
+
+    /// The handler of `v`'s `KVM_HC_KICK_CPU` has run to the kick (`kvm_pv_kick_cpu_op`: the
+    /// target's `pv_unhalted` and `kvm_vcpu_kick`). On 6.8 and 6.18 hosts the same handler then
+    /// calls `kvm_sched_yield` towards the target, whose `schedule()` comes before the VM entry;
+    /// the entry follows if `v` keeps its pCPU.
+    fn kick_sent(&mut self, v: u32, target: u32) {
+        self.kick(target);
+        if self.directed_yield.is_modern() && self.vcpus[v as usize].host == HostState::Running && self.kvm_sched_yield(v, target) {
+            let p = self.vcpus[v as usize].pcpu;
+            self.schedule(p);
+        }
+        self.reenter_if_running(v);
     }
 
     /// The VM entry that ends an exit handler which may have called `schedule()`: paid here if
@@ -825,7 +834,7 @@ impl Sim {
     fn handle(&mut self, v: u32, req: Req) -> bool {
         let now = self.now;
         let c = &self.costs;
-        let (exit, entry, hypercall) = (c.vm_exit, c.vm_entry, c.hypercall);
+        let (exit, hypercall) = (c.vm_exit, c.hypercall);
         match req {
             Req::Mem(w, op) => {
                 let old = self.mem.value(w);
@@ -900,17 +909,8 @@ impl Sim {
                 vc.counters.kicks += 1;
                 vc.act = Act::Ready;
                 vc.response = Response::NONE;
-                vc.host_work = Some(HostWork { remaining: exit + hypercall + entry, after: After::Nothing });
-                self.kick(target);
-                if self.directed_yield.is_modern()
-                    && self.vcpus[v as usize].host == HostState::Running
-                    && self.kvm_sched_yield(v, target)
-                {
-                    // `schedule()` runs inside the handler; the VM entry follows only if the
-                    // vCPU keeps its pCPU.
-                    self.vcpus[v as usize].host_work =
-                        Some(HostWork { remaining: exit + hypercall, after: After::YieldedInHandler });
-                }
+                // The kick lands when the hypercall's exit has been handled (`kick_sent`).
+                vc.host_work = Some(HostWork { remaining: exit + hypercall, after: After::KickSent { target } });
                 false
             }
             Req::Yield => {
@@ -1207,16 +1207,37 @@ mod tests {
         s
     }
 
+    /// The kicker's exit is handled: run its host work to the kick.
+    fn kick_handled(s: &mut Sim) {
+        let hw = s.vcpus[0].host_work.take().expect("the kick's exit");
+        assert!(matches!(hw.after, After::KickSent { target: 1 }));
+        assert_eq!(hw.remaining, s.costs.vm_exit + s.costs.hypercall, "the entry comes after the handler");
+        s.now += hw.remaining;
+        s.after_host_work(0, hw.after);
+    }
+
+    #[test]
+    fn a_kick_lands_when_its_hypercall_exit_has_been_handled() {
+        let mut s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
+        assert_eq!(s.vcpus[1].host, HostState::Blocked, "kvm_pv_kick_cpu_op runs in the exit's handler");
+        assert!(!s.vcpus[1].pv_unhalted);
+        kick_handled(&mut s);
+        assert!(s.vcpus[1].pv_unhalted);
+        assert_eq!(s.vcpus[1].host, HostState::Runnable, "woken, waiting for the pCPU");
+        assert_eq!(s.vcpus[0].host_work.map(|hw| (hw.remaining, hw.after)), Some((s.costs.vm_entry, After::Nothing)));
+    }
+
     #[test]
     fn since_linux_5_13_a_kick_yields_the_kickers_pcpu_to_the_woken_waiter() {
-        let s = kick_a_halted_waiter_sharing_my_pcpu("kvm-6.8");
-        assert_eq!(s.vcpus[1].host, HostState::Runnable, "woken, waiting for the pCPU");
+        let mut s = kick_a_halted_waiter_sharing_my_pcpu("kvm-6.8");
+        kick_handled(&mut s);
         assert_eq!(s.vcpus[0].counters.directed_yields, 1);
-        assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::YieldedInHandler)));
-        assert_eq!(s.pcpus[0].next, Some(1), "CFS: the woken waiter is the next buddy");
-        let s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
+        assert_eq!(s.pcpus[0].curr, Some(1), "the kicker's schedule() picks the woken waiter");
+        assert_eq!(s.vcpus[0].host, HostState::Runnable);
+        let mut s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
+        kick_handled(&mut s);
         assert_eq!(s.vcpus[0].counters.directed_yields, 0, "3.18's kick only wakes");
-        assert!(matches!(s.vcpus[0].host_work.map(|hw| hw.after), Some(After::Nothing)));
+        assert_eq!(s.pcpus[0].curr, Some(0));
     }
 
     /// A lone vCPU spinning on word 0 with 1000 ns of its PLE window spun, after a memory stall

@@ -51,12 +51,13 @@ pub(crate) enum After {
     /// The halt poll ran its whole time without a wake-up: block now.
     PollEnd,
     Yield,
-    /// The handler's `yield_to` succeeded: `schedule()`, then the VM entry if still running.
-    YieldedInHandler,
     /// The exit of an IPI send has been handled: deliver, then enter or exit for the next send.
     SendIpis,
     /// The exit of a reschedule IPI to `sleeper` has been handled: its sleep ends, then the entry.
     WakeSent { sleeper: u32 },
+    /// The exit of a `KVM_HC_KICK_CPU` has been handled: `target` is kicked (and, on 6.8 and
+    /// 6.18 hosts, perhaps yielded to), then the entry.
+    KickSent { target: u32 },
 }
 
 /// Host work on the vCPU's behalf (exit handling, VM entry, context switch) that runs before the
