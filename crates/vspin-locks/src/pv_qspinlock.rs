@@ -66,6 +66,15 @@
 //! trylock beaten by a stealer in `pv_wait_head_or_lock` restarts its `SPIN_THRESHOLD` count (the
 //! platform's spin does not report how many PAUSEs it used; such a race needs a steal in the
 //! instant the head sees `locked == 0`).
+//!
+//! **Costs that differ** (a fidelity review, 2026-11-28): the platform has whole-word atomics
+//! only. A sub-word store (`WRITE_ONCE` of `locked` or `pending`: `set_locked`, `clear_pending`,
+//! `set_pending`, `pv_kick_node`'s `_Q_SLOW_VAL`, the slow unlock's release) is a locked
+//! `fetch_and` or `fetch_or`, which has the same effect but costs `atomic_extra_ns` more than the
+//! kernel's `mov`; and the unlock's byte `cmpxchg(locked, 1 → 0)` is a word CAS loop
+//! (`cmpxchg_field`) whose first attempt expects the whole word to be 1, so under contention (a
+//! tail or pending bit set) it fails and a second attempt releases: one more locked write to the
+//! line per contended unlock than the kernel's one. Neither changes who halts, steals or kicks.
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc, PV_LOCK_HASH_WORDS_PER_CPU};
 use crate::pv_ticket::SPIN_THRESHOLD;
 use crate::qspinlock::{
