@@ -45,6 +45,7 @@ impl Sim {
         let exit = self.costs.vm_exit;
         let vc = &mut self.vcpus[v as usize];
         vc.counters.halt_exits += 1;
+        vc.hlt_at = self.now;
         vc.act = Act::Halted(reason);
         vc.host_work = Some(HostWork { remaining: exit, after: After::VcpuBlock });
     }
@@ -60,7 +61,12 @@ impl Sim {
         let alone = self.nr_queued(p) == 1;
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
-        if Self::wake_pending(vc, now) {
+        // A tick that came during the HLT exit is pending: `apic_timer_expired` raised it, and
+        // `kvm_vcpu_check_block` finds it (a `safe_halt` takes it; with interrupts off the halt
+        // goes on, as a later tick's does).
+        let vm = &self.vms[vc.vm as usize];
+        let tick_came = reason == HaltReason::LockWait && !vc.irqs_off && next_guest_tick(vc.hlt_at, vm.guest_tick_ns, vm.guest_tick_phase_ns) <= now;
+        if tick_came || Self::wake_pending(vc, now) {
             vc.halt_started = None;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             self.handle_pending_ipis(v, false);
@@ -422,6 +428,22 @@ mod tests {
     }
 
     #[test]
+    fn a_tick_that_comes_during_the_hlt_exit_ends_an_interrupts_on_halt_at_once() {
+        for irqs_off in [false, true] {
+            let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
+            let tick = super::next_guest_tick(1_000_000, s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);
+            (s.vcpus[0].hlt_at, s.now, s.vcpus[0].irqs_off) = (tick - 100, tick + 150, irqs_off);
+            s.vcpu_block(0);
+            if irqs_off {
+                assert_eq!(s.vcpus[0].host, HostState::Blocked, "`halt()` with IF = 0: no tick ends it");
+            } else {
+                assert_eq!(s.vcpus[0].host, HostState::Running, "the tick is pending: no block");
+                assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.remaining == s.costs.vm_entry), "it re-enters");
+            }
+        }
+    }
+
+    #[test]
     fn a_vcpu_halted_with_interrupts_off_for_a_lock_is_woken_by_a_kick_alone() {
         // `kvm_lock_spinning` halts with `halt()`, not `safe_halt()`, for a lock taken with
         // interrupts off: no tick ends it, an IPI stays pending, only the kick wakes it.
@@ -444,7 +466,7 @@ mod tests {
         let s = &mut host("halt_poll = { max_ns = 0 }", false, vms);
         s.now = now;
         halting_alone(s, v, p);
-        s.vcpus[v as usize].act = Act::Halted(HaltReason::LockWait);
+        (s.vcpus[v as usize].act, s.vcpus[v as usize].hlt_at) = (Act::Halted(HaltReason::LockWait), now);
         s.vcpu_block(v);
         let timer = std::iter::from_fn(|| s.q.pop()).find_map(|(at, e)| match e {
             crate::engine::Event::GuestTimer { vcpu, .. } if vcpu == v => Some(at),

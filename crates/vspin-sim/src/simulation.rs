@@ -506,6 +506,7 @@ impl Sim {
             ple_spun_ns: 0,
             halt_poll_ns: 0,
             halt_started: None,
+            hlt_at: 0,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),
             irqs_off: false,

@@ -167,6 +167,9 @@ pub(crate) struct Vcpu {
     /// adaptation; `None` for a halt that re-entered at once (x86 `vcpu_block` calls
     /// `kvm_vcpu_halt` only if the vCPU is not runnable anyway), which adapts nothing.
     pub halt_started: Option<Time>,
+    /// When the guest executed its current HLT (the start of its exit): a guest tick due since
+    /// then is pending at `vcpu_block`.
+    pub hlt_at: Time,
     /// The guest's current computation is kernel work outside any lock (for the 6.8 directed
     /// yield's user-mode filter).
     pub computing_in_kernel: bool,
