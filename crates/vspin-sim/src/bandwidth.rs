@@ -556,9 +556,11 @@ impl Sim {
             self.vcpus[v as usize].se.listed_at = self.now;
             self.pcpus[p as usize].queued.push(v);
         }
+        // A vCPU polling in its halt stops once another thread is runnable beside it
+        // (`single_task_running()` fails on its next iteration) and blocks.
         if self.pcpus[p as usize].curr.is_none() {
             self.schedule(p);
-        } else {
+        } else if !self.poller_gives_way(p) {
             self.resched_if_spent(p);
         }
         self.maybe_arm_tick(p);
@@ -768,6 +770,23 @@ mod tests {
         assert!(quota(&s).throttled[0], "the blocked vCPU's VM is throttled");
         assert_eq!(quota(&s).held[0], vec![1]);
         assert!(matches!(s.pcpus[0].curr, Some(2 | 3)));
+    }
+
+    #[test]
+    fn an_unthrottled_vcpu_ends_the_halt_poll_of_the_vcpu_on_its_pcpu() {
+        // `o`'s vCPU 2 polls in its halt on pCPU 0, alone there while `q` is throttled; `q`'s
+        // vCPU 0 is held. The refill queues vCPU 0 beside the poller, whose next iteration finds
+        // `single_task_running()` false: it blocks, and vCPU 0 runs.
+        let mut s = host("eevdf", 1, 1000);
+        s.pcpus[0].curr = Some(2);
+        (s.vcpus[2].host, s.vcpus[2].act) = (HostState::Running, Act::Halted(crate::vcpu::HaltReason::Idle { wake_at: 50 * MS }));
+        s.vcpus[2].host_work = Some(crate::vcpu::HostWork { remaining: 100_000, after: crate::vcpu::After::PollEnd });
+        assert!(s.polling(2));
+        (s.vcpus[0].host, s.vcpus[0].pcpu) = (HostState::Runnable, 0);
+        (quota_mut(&mut s).throttled[0], quota_mut(&mut s).held[0]) = (true, vec![0]);
+        s.unthrottle(0, 0);
+        assert_eq!(s.vcpus[2].host, HostState::Blocked, "the poll gave way");
+        assert_eq!(s.pcpus[0].curr, Some(0));
     }
 
     #[test]

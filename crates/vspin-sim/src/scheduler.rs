@@ -510,7 +510,7 @@ impl Sim {
 
     /// A vCPU halt-polling on `p` stops and blocks now that another thread is queued there;
     /// the scheduler then picks among the queued. Returns whether one did.
-    fn poller_gives_way(&mut self, p: u32) -> bool {
+    pub(crate) fn poller_gives_way(&mut self, p: u32) -> bool {
         match self.pcpus[p as usize].curr {
             Some(c) if self.polling(c) => {
                 self.poll_gives_way(c);
