@@ -40,7 +40,7 @@ def test_a_busy_machine_is_warned_of_and_an_idle_one_is_not():
     from vspin.bench_locks import busy_machine_warning
 
     report = {"machine": {"cores": 2}, "other_work_cores": 1.4}
-    assert "other work kept 1.4 of 2 cores busy" in busy_machine_warning(report)
+    assert "other work kept 1.4 of its 2 CPUs busy" in busy_machine_warning(report)
     assert busy_machine_warning({**report, "other_work_cores": 0.1}) is None
     assert busy_machine_warning({"machine": {"cores": 2}}) is None, "a report from before it was recorded"
 

@@ -145,24 +145,34 @@ OTHER_WORK_SAMPLE_S = 0.2
 
 
 def other_work_cores(sample_s: float = OTHER_WORK_SAMPLE_S) -> float | None:
-    """How many cores other work kept busy over ``sample_s`` while this process slept: the busy
-    share of all CPUs' time in ``/proc/stat`` times their number (``None`` off Linux). The load
-    average would not do: it decays over a minute, so it still counts a benchmark that has ended."""
-    def times() -> tuple[int, int] | None:
+    """How many of the CPUs this process may run on (its affinity) other work kept busy over
+    ``sample_s`` while this process slept, from their lines of ``/proc/stat`` (``None`` off
+    Linux). Steal time counts: a hypervisor that ran something else on these vCPUs took it from
+    the benchmark too. The load average would not do: it decays over a minute, so it still
+    counts a benchmark that has ended."""
+    cpus = {f"cpu{c}" for c in os.sched_getaffinity(0)} if hasattr(os, "sched_getaffinity") else set()
+
+    def busy_and_total() -> tuple[int, int] | None:
+        busy = total = 0
         try:
             with open("/proc/stat") as stat:
-                fields = [int(x) for x in stat.readline().split()[1:]]
-        except (OSError, ValueError):
+                for line in stat:
+                    name, *fields = line.split()
+                    if name in cpus:
+                        # user nice system idle iowait irq softirq steal (guest time is in user)
+                        ticks = [int(x) for x in fields[:8]]
+                        busy += sum(ticks) - ticks[3] - ticks[4]
+                        total += sum(ticks)
+        except (OSError, ValueError, IndexError):
             return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-        return sum(fields[:8]) - idle, sum(fields[:8])  # guest time is already in user time
+        return busy, total
 
-    before = times()
+    before = busy_and_total()
     time.sleep(sample_s)
-    after = times()
+    after = busy_and_total()
     if before is None or after is None or after[1] <= before[1]:
         return None
-    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+    return (after[0] - before[0]) / (after[1] - before[1]) * len(cpus)
 
 
 def busy_machine_warning(report: dict) -> str | None:
@@ -172,7 +182,7 @@ def busy_machine_warning(report: dict) -> str | None:
     others = report.get("other_work_cores")
     if others is None or others < 0.5:
         return None
-    return (f"WARNING: other work kept {others:.1f} of {report['machine']['cores']} cores busy just before the run: "
+    return (f"WARNING: other work kept {others:.1f} of its {report['machine']['cores']} CPUs busy just before the run: "
             "it may have shared the CPUs with the benchmark; rerun on an idle machine before trusting these numbers")
 
 

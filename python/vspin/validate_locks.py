@@ -425,7 +425,9 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
                    "cs_ns": cs_ns, "think_ns": think_ns, "locks": locks, "repeat": repeat, "seeds": seeds, "host_hz": hz,
                    "host_scheduler": scheduler, "pin": pin, "cpu_max": list(cpu_max) if cpu_max else None},
         "load_average_before": load_before,
-        "other_work_cores": runs[0].get("other_work_cores"),
+        # The busiest of the runs' samples: one busy start is enough to doubt the medians.
+        "other_work_cores": max((run["other_work_cores"] for run in runs if run.get("other_work_cores") is not None),
+                                default=None),
         **({"cgroup_runs": [run["cgroup"] for run in runs]} if cpu_max else {}),
         "bench_ns_per_iteration": [run["ns_per_iteration"] for run in runs],
         "bench_loop_cv": [run["loop_cv"] for run in runs],

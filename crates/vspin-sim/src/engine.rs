@@ -35,8 +35,8 @@ pub enum Event {
     /// A synchronous IPI is acknowledged by its target; stale once the target was descheduled
     /// before its handler ended (`Sim::ipi_acks`).
     IpiAck { from: u32, to: u32 },
-    /// A vCPU switched out inside the exit handler of an IPI send: the handler ends, and
-    /// delivers, before the switch takes effect (`Sim::send_handled`).
+    /// A vCPU switched out inside the exit handler of an IPI send or a kick: the handler ends,
+    /// and delivers, before the switch takes effect (`Sim::send_handled`).
     SendHandled { vcpu: u32 },
     /// Periodic invariant audit.
     Audit,

@@ -51,21 +51,17 @@ impl Sim {
     }
 
     /// After the HLT exit (x86 `vcpu_block`, polling in `kvm_vcpu_halt`): re-enter if the vCPU is
-    /// runnable anyway (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, or an idle timer
-    /// already due); else poll for a wake-up if halt polling is on and nothing else wants the
+    /// runnable anyway (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, a tick since the
+    /// HLT, or an idle timer already due); else poll for a wake-up if halt polling is on and nothing else wants the
     /// pCPU (`single_task_running`); else block.
     pub(crate) fn vcpu_block(&mut self, v: u32) {
         let now = self.now;
         let max_poll = self.halt_poll.max_ns;
         let p = self.vcpus[v as usize].pcpu;
         let alone = self.nr_queued(p) == 1;
+        let tick_came = self.tick_since_hlt(v, now);
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
-        // A tick that came during the HLT exit is pending: `apic_timer_expired` raised it, and
-        // `kvm_vcpu_check_block` finds it (a `safe_halt` takes it; with interrupts off the halt
-        // goes on, as a later tick's does).
-        let vm = &self.vms[vc.vm as usize];
-        let tick_came = reason == HaltReason::LockWait && !vc.irqs_off && next_guest_tick(vc.hlt_at, vm.guest_tick_ns, vm.guest_tick_phase_ns) <= now;
         if tick_came || Self::wake_pending(vc, now) {
             vc.halt_started = None;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
@@ -91,6 +87,18 @@ impl Sim {
     /// must not block.
     pub(crate) fn wake_pending(vc: &crate::vcpu::Vcpu, now: Time) -> bool {
         vc.pv_unhalted || Self::has_deliverable_ipis(vc) || matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at <= now)
+    }
+
+    /// Whether a guest tick has come since the vCPU executed HLT in a PV lock's slow path with
+    /// interrupts on (`safe_halt`), up to `now`: its interrupt ends the halt. One that came during
+    /// the HLT exit is pending at `vcpu_block` (`apic_timer_expired` raised it, and
+    /// `kvm_vcpu_check_block` finds it); with interrupts off no tick ends the halt.
+    pub(crate) fn tick_since_hlt(&self, v: u32, now: Time) -> bool {
+        let vc = &self.vcpus[v as usize];
+        let vm = &self.vms[vc.vm as usize];
+        matches!(vc.act, Act::Halted(HaltReason::LockWait))
+            && !vc.irqs_off
+            && next_guest_tick(vc.hlt_at, vm.guest_tick_ns, vm.guest_tick_phase_ns) <= now
     }
 
     /// A poll ends without a wake-up having reached it while it ran (its pCPU wants another
@@ -429,6 +437,12 @@ mod tests {
 
     #[test]
     fn a_tick_that_comes_during_the_hlt_exit_ends_an_interrupts_on_halt_at_once() {
+        // One just before the HLT is the guest's own: it was taken before the halt began.
+        let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
+        let tick = super::next_guest_tick(1_000_000, s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);
+        (s.vcpus[0].hlt_at, s.now) = (tick, tick + 250);
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked, "the tick at the HLT itself is not pending");
         for irqs_off in [false, true] {
             let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
             let tick = super::next_guest_tick(1_000_000, s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);

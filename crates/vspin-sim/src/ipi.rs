@@ -139,7 +139,7 @@ impl Sim {
     }
 
     /// Whether `v` is inside the exit handler of an IPI send (the exit and the sends that end
-    /// its host work), past the entry that may come first.
+    /// its host work), past the entry that may come first, or of a kick.
     pub(crate) fn in_send_handler(&self, v: u32) -> bool {
         let Some(hw) = self.vcpus[v as usize].host_work else { return false };
         match hw.after {
@@ -150,10 +150,11 @@ impl Sim {
         }
     }
 
-    /// `v` was switched out inside a send's exit handler. KVM's handler runs to its end, the
-    /// preemption being taken on the way back to the guest (`vcpu_enter_guest`), so its IPIs
-    /// are delivered now (the rest of the handler's time is not charged); the sends after it,
-    /// and the entry, wait for `v` to run again. Stale if `v` runs again or has moved on.
+    /// `v` was switched out inside a send's or a kick's exit handler. KVM's handler runs to its
+    /// end, the preemption being taken on the way back to the guest (`vcpu_enter_guest`), so its
+    /// IPIs or its kick are delivered now (the rest of the handler's time is not charged); the
+    /// sends after it, and the entry, wait for `v` to run again. A kicker switched out does not
+    /// `kvm_sched_yield`: it is leaving its pCPU already. Stale if `v` runs again or has moved on.
     pub(crate) fn send_handled(&mut self, v: u32) {
         if self.vcpus[v as usize].host == HostState::Running || !self.in_send_handler(v) {
             return;
@@ -162,8 +163,7 @@ impl Sim {
         match hw.after {
             After::WakeSent { sleeper } => self.wake_sent(v, sleeper),
             After::KickSent { target } => {
-                // Not `kvm_sched_yield`: `v` is leaving its pCPU already.
-                self.kick(target);
+                self.deliver_kick(v, target);
                 self.vcpus[v as usize].host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             }
             _ => self.ipis_sent(v),
@@ -290,7 +290,7 @@ impl Sim {
             // woken by KVM and blocks again, finding nothing it may inject (not charged).
             _ if irqs_off => {}
             HostState::Running if polling => self.poll_succeeds(to),
-            HostState::Running if !halting && !self.held_at_next_entry(to) && !self.yields_before_entry(to) => self.handle_ipis_now(to),
+            HostState::Running if !halting && !self.held_at_next_entry(to) && !self.injects_after_handler(to) => self.handle_ipis_now(to),
             HostState::Running | HostState::Runnable => {}
             HostState::Blocked => self.wake(to),
         }
@@ -308,9 +308,9 @@ impl Sim {
     }
 
     /// Whether `v`'s host work ends in a handler step before its next VM entry, where KVM
-    /// injects: `schedule()` (a yield), or a kick and the yield that may follow it. Its IPIs wait
-    /// for that entry, here or after its next switch-in.
-    fn yields_before_entry(&self, v: u32) -> bool {
+    /// injects: `schedule()` (a yield), or a kick (and, on 6.8 and 6.18 hosts, the yield that
+    /// may follow it). Its IPIs wait for that entry, here or after its next switch-in.
+    fn injects_after_handler(&self, v: u32) -> bool {
         self.vcpus[v as usize]
             .host_work
             .is_some_and(|hw| matches!(hw.after, After::Yield | After::KickSent { .. } | After::PleDone { yielded: true }))

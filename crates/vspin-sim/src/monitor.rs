@@ -271,8 +271,9 @@ impl Sim {
         }
         for v in 0..self.vcpus.len() as u32 {
             let vc = &self.vcpus[v as usize];
-            if vc.host == HostState::Blocked && Self::wake_pending(vc, self.now.saturating_sub(1)) {
-                let msg = format!("lost wake-up: {} is blocked in its halt with a kick, an interrupt or a due timer pending (at {} ns)", self.name_vcpu(v), self.now);
+            let before_now = self.now.saturating_sub(1);
+            if vc.host == HostState::Blocked && (Self::wake_pending(vc, before_now) || self.tick_since_hlt(v, before_now)) {
+                let msg = format!("lost wake-up: {} is blocked in its halt with a kick, an interrupt, a tick or a due timer pending (at {} ns)", self.name_vcpu(v), self.now);
                 self.violations.push(msg);
             }
         }
@@ -383,6 +384,16 @@ mod tests {
         assert!(!blocked(lock_wait, &|_| {}), "nothing pending: a proper halt");
         assert!(blocked(lock_wait, &|s| s.vcpus[1].pv_unhalted = true), "a kick pending");
         assert!(blocked(lock_wait, &|s| s.vcpus[1].pending_ipis.push(0)), "an interrupt pending");
+        // A `safe_halt` in the PV lock slow path never outlives a guest tick.
+        let tick_before = |s: &mut Sim| {
+            let tick = crate::halt::next_guest_tick(0, s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);
+            (s.vcpus[1].hlt_at, s.now) = (tick - 1, tick + 2);
+        };
+        assert!(blocked(lock_wait, &tick_before), "a tick since the HLT");
+        assert!(!blocked(lock_wait, &|s| {
+            tick_before(s);
+            s.vcpus[1].irqs_off = true;
+        }), "with interrupts off no tick ends the halt");
         assert!(blocked(Act::Halted(HaltReason::Idle { wake_at: 998 }), &|_| {}), "a timer overdue");
         assert!(!blocked(Act::Halted(HaltReason::Idle { wake_at: 1_000 }), &|_| {}), "a timer due now may still be queued");
     }

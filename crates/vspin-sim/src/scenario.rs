@@ -1036,8 +1036,9 @@ impl Scenario {
                 let header: String = parent.split('.').map(|key| key.split('[').next().unwrap_or(key)).collect::<Vec<_>>().join(".");
                 if is_table(&header) {
                     // serde read the table from the list, its first field from the entry: what it
-                    // expected there says nothing to the user.
-                    msg = format!("a table, but `[[{header}]]` makes it a list of tables: write `[{header}]`, with single brackets");
+                    // expected there says nothing to the user. A TOML error's position stays.
+                    let position = msg.rfind(" (line ").map_or("", |at| &msg[at..]);
+                    msg = format!("a table, but `[[{header}]]` makes it a list of tables: write `[{header}]`, with single brackets{position}");
                     path = parent.to_string();
                 } else {
                     msg = format!("{msg}; found a table in a list (if `[[{header}]]` was meant as the table `[{header}]`, use single brackets)");
@@ -1822,13 +1823,16 @@ fn minimal_scenario() -> &'static serde_json::Value {
     })
 }
 
-/// Whether `key` (dotted, indices left out: `vm.workload`) is a table that every scenario has.
-/// An optional table (`host.background`) is not known here, and its messages stay serde's.
+/// Whether `key` (dotted, indices left out: `vm.workload`) is a table that every scenario has,
+/// not a list of tables (`vm`). An optional table (`host.background`) is not known here, and its
+/// messages stay serde's.
 fn is_table(key: &str) -> bool {
-    let at = key.split('.').try_fold(minimal_scenario(), |at, k| {
-        let v = at.get(k)?;
-        Some(v.as_array().and_then(|list| list.first()).unwrap_or(v))
-    });
+    let mut at = Some(minimal_scenario());
+    for k in key.split('.') {
+        // A list of tables on the way (`vm`) stands for its entries.
+        let list_entry = |v: &'static serde_json::Value| v.as_array().and_then(|list| list.first()).unwrap_or(v);
+        at = at.map(list_entry).and_then(|v| v.get(k));
+    }
     at.is_some_and(|v| v.is_object())
 }
 

@@ -780,12 +780,19 @@ impl Sim {
     /// calls `kvm_sched_yield` towards the target, whose `schedule()` comes before the VM entry;
     /// the entry follows if `v` keeps its pCPU.
     fn kick_sent(&mut self, v: u32, target: u32) {
-        self.kick(target);
+        self.deliver_kick(v, target);
         if self.directed_yield.is_modern() && self.vcpus[v as usize].host == HostState::Running && self.kvm_sched_yield(v, target) {
             let p = self.vcpus[v as usize].pcpu;
             self.schedule(p);
         }
         self.reenter_if_running(v);
+    }
+
+    /// `v`'s kick hypercall reaches `target` (`kvm_pv_kick_cpu_op`): where the timeline shows it.
+    pub(crate) fn deliver_kick(&mut self, v: u32, target: u32) {
+        let index = target - self.vms[self.vcpus[v as usize].vm as usize].first_vcpu;
+        self.trace_instant(v, || format!("kick vCPU {index}"));
+        self.kick(target);
     }
 
     /// The VM entry that ends an exit handler which may have called `schedule()`: paid here if
@@ -904,7 +911,6 @@ impl Sim {
                 false
             }
             Req::Kick(cpu) => {
-                self.trace_instant(v, || format!("kick vCPU {cpu}"));
                 let target = self.vms[self.vcpus[v as usize].vm as usize].first_vcpu + cpu;
                 let vc = &mut self.vcpus[v as usize];
                 vc.counters.kicks += 1;
@@ -1215,6 +1221,34 @@ mod tests {
         assert_eq!(hw.remaining, s.costs.vm_exit + s.costs.hypercall, "the entry comes after the handler");
         s.now += hw.remaining;
         s.after_host_work(0, hw.after);
+    }
+
+    #[test]
+    fn a_kicker_switched_out_inside_its_kick_handler_delivers_the_kick_at_the_switch() {
+        let mut s = kick_a_halted_waiter_sharing_my_pcpu("kvm-6.8");
+        s.now += 100;
+        s.pcpus[0].curr = None;
+        s.stop_running(0);
+        let handled: Vec<u64> = std::iter::from_fn(|| s.q.pop())
+            .filter_map(|(at, e)| matches!(e, crate::engine::Event::SendHandled { vcpu: 0 }).then_some(at))
+            .collect();
+        assert_eq!(handled, vec![s.now]);
+        assert!(!s.vcpus[1].pv_unhalted, "not before the handler ends");
+        s.send_handled(0);
+        assert!(s.vcpus[1].pv_unhalted && s.vcpus[1].host != HostState::Blocked, "kicked at the switch");
+        assert_eq!(s.vcpus[0].host_work.map(|hw| (hw.remaining, hw.after)), Some((s.costs.vm_entry, After::Nothing)));
+        assert_eq!(s.vcpus[0].counters.directed_yields, 0, "no kvm_sched_yield from a vCPU leaving its pCPU");
+        s.send_handled(0);
+        assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_entry), "a second event is stale");
+    }
+
+    #[test]
+    fn an_ipi_that_reaches_a_kicker_inside_its_handler_waits_for_the_entry() {
+        let mut s = kick_a_halted_waiter_sharing_my_pcpu("kvm");
+        s.deliver_ipi(1, 0);
+        assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_exit + s.costs.hypercall), "not added to the handler");
+        kick_handled(&mut s);
+        assert_eq!(s.vcpus[0].host_work.map(|hw| hw.remaining), Some(s.costs.vm_entry + s.costs.ipi_send), "injected at the entry");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! vCPU spent computing (in or out of a critical section), waiting for a lock, in unlock or IPI
 //! waits, in host work (exits, entries, switches), waiting to run (preempted) or halted, and
 //! instants for lock acquisitions and releases, PLE exits and the ends of PLE epochs, kicks,
-//! directed yields and host interruptions of a running vCPU. Only the requested window is recorded, so long runs stay cheap.
+//! directed yields and host interruptions of a running vCPU. Only the requested window is
+//! recorded, so long runs stay cheap.
 use crate::engine::Time;
 use crate::vcpu::{Act, Vcpu};
 use serde::Serialize;
