@@ -176,7 +176,7 @@ def other_work_cores(sample_s: float = OTHER_WORK_SAMPLE_S) -> float | None:
 
 
 def busy_machine_warning(report: dict) -> str | None:
-    """A warning when other work kept half a core or more busy just before the benchmark: it
+    """A warning when other work kept half a CPU or more busy just before the benchmark: it
     then shares the CPUs with the threads, which moves throughput, fairness and every cost
     measured."""
     others = report.get("other_work_cores")

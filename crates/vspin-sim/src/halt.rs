@@ -52,8 +52,8 @@ impl Sim {
 
     /// After the HLT exit (x86 `vcpu_block`, polling in `kvm_vcpu_halt`): re-enter if the vCPU is
     /// runnable anyway (`kvm_arch_vcpu_runnable`: a pending kick or interrupt, a tick since the
-    /// HLT, or an idle timer already due); else poll for a wake-up if halt polling is on and nothing else wants the
-    /// pCPU (`single_task_running`); else block.
+    /// HLT, or an idle timer already due); else poll for a wake-up if halt polling is on and
+    /// nothing else wants the pCPU (`single_task_running`); else block.
     pub(crate) fn vcpu_block(&mut self, v: u32) {
         let now = self.now;
         let max_poll = self.halt_poll.max_ns;

@@ -494,8 +494,6 @@ pub struct KernelDefaults {
     pub directed_yield: DirectedYieldKind,
     pub ple_policy: PlePolicy,
     pub ple_max_cycles: u64,
-    /// Whether the window grows in 3.x `vmx.c`'s `int` arithmetic (`PleConfig::int_arithmetic`).
-    pub ple_int_arithmetic: bool,
     pub halt_poll_max_ns: u64,
     pub halt_poll_shrink: u64,
 }
@@ -509,7 +507,6 @@ impl KernelVersion {
             directed_yield: DirectedYieldKind::Kvm,
             ple_policy: PlePolicy::Kvm,
             ple_max_cycles: (i32::MAX / 2) as u64,
-            ple_int_arithmetic: true,
             halt_poll_max_ns: 0,
             halt_poll_shrink: 0,
         };
@@ -517,7 +514,6 @@ impl KernelVersion {
             scheduler: SchedulerKind::Eevdf,
             directed_yield: DirectedYieldKind::Kvm68,
             ple_max_cycles: u32::MAX as u64,
-            ple_int_arithmetic: false,
             halt_poll_max_ns: 200_000,
             ..v3
         };
@@ -1372,7 +1368,7 @@ impl Scenario {
         if !is_given(&["ple", "max_cycles"]) {
             hv.ple.max_cycles = d.ple_max_cycles;
         }
-        hv.ple.int_arithmetic = d.ple_int_arithmetic;
+        hv.ple.int_arithmetic = v3;
         if !is_given(&["halt_poll", "max_ns"]) {
             hv.halt_poll.max_ns = d.halt_poll_max_ns;
         }
@@ -1827,12 +1823,9 @@ fn minimal_scenario() -> &'static serde_json::Value {
 /// not a list of tables (`vm`). An optional table (`host.background`) is not known here, and its
 /// messages stay serde's.
 fn is_table(key: &str) -> bool {
-    let mut at = Some(minimal_scenario());
-    for k in key.split('.') {
-        // A list of tables on the way (`vm`) stands for its entries.
-        let list_entry = |v: &'static serde_json::Value| v.as_array().and_then(|list| list.first()).unwrap_or(v);
-        at = at.map(list_entry).and_then(|v| v.get(k));
-    }
+    // A list of tables on the way (`vm`) stands for its entries.
+    let list_entry = |v: &'static serde_json::Value| v.as_array().and_then(|list| list.first()).unwrap_or(v);
+    let at = key.split('.').try_fold(minimal_scenario(), |at, k| list_entry(at).get(k));
     at.is_some_and(|v| v.is_object())
 }
 
