@@ -481,6 +481,12 @@ impl Sim {
                 rq.last = Some(c);
             }
         }
+        if let Some((kicker_pcpu, woken_preempts)) = self.kick_handler.as_mut() {
+            if *kicker_pcpu == p {
+                *woken_preempts = true;
+                return;
+            }
+        }
         self.schedule(p);
     }
 

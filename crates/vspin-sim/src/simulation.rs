@@ -185,6 +185,10 @@ pub struct Sim {
     /// that finds no entry due then (its target was descheduled, and the entry moved) is stale.
     /// Beside the vCPUs rather than in them, which keeps `Vcpu` as small as the hot path wants.
     pub(crate) ipi_acks: Vec<Vec<(u32, Time)>>,
+    /// While a kick's handler wakes its target (`kick_sent`): the kicker's pCPU, and whether
+    /// that wake-up won preemption there. It only marks the kicker (`resched_curr`), which goes
+    /// on to `kvm_sched_yield` and switches at its `schedule()` or on the way back to the guest.
+    pub(crate) kick_handler: Option<(u32, bool)>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
     /// Each lock keeps its own waits and holds for the results (`[record] locks`).
@@ -335,6 +339,7 @@ impl Sim {
             first_relax_word: 0,
             spare_watchers: Vec::new(),
             ipi_acks: Vec::new(),
+            kick_handler: None,
             violations: Vec::new(),
             timeline: None,
             record_locks: sc.record.locks,
@@ -778,11 +783,18 @@ impl Sim {
     /// The handler of `v`'s `KVM_HC_KICK_CPU` has run to the kick (`kvm_pv_kick_cpu_op`: the
     /// target's `pv_unhalted` and `kvm_vcpu_kick`). On 6.8 and 6.18 hosts the same handler then
     /// calls `kvm_sched_yield` towards the target, whose `schedule()` comes before the VM entry;
-    /// the entry follows if `v` keeps its pCPU.
+    /// the entry follows if `v` keeps its pCPU. A target woken onto `v`'s own pCPU that wins
+    /// wake-up preemption does not switch `v` out at once: `resched_curr` only sets
+    /// `need_resched`, and the handler runs on to that `schedule()`, or to the check before the
+    /// entry (`xfer_to_guest_mode_work`), where the switch happens.
     fn kick_sent(&mut self, v: u32, target: u32) {
+        let p = self.vcpus[v as usize].pcpu;
+        self.kick_handler = Some((p, false));
         self.deliver_kick(v, target);
-        if self.directed_yield.is_modern() && self.vcpus[v as usize].host == HostState::Running && self.kvm_sched_yield(v, target) {
-            let p = self.vcpus[v as usize].pcpu;
+        let Some((_, woken_preempts)) = self.kick_handler.take() else { unreachable!("set above") };
+        let running = self.pcpus[p as usize].curr == Some(v);
+        let yielded = running && self.directed_yield.is_modern() && self.kvm_sched_yield(v, target);
+        if running && (yielded || woken_preempts) {
             self.schedule(p);
         }
         self.reenter_if_running(v);
@@ -1273,6 +1285,22 @@ mod tests {
         kick_handled(&mut s);
         assert_eq!(s.vcpus[0].counters.directed_yields, 0, "3.18's kick only wakes");
         assert_eq!(s.pcpus[0].curr, Some(0));
+    }
+
+    #[test]
+    fn a_kick_whose_wake_up_preempts_the_kicker_still_yields_to_the_target_before_the_switch() {
+        for (directed_yield, yields) in [("kvm-6.8", 1), ("kvm", 0)] {
+            let mut s = kick_a_halted_waiter_sharing_my_pcpu(directed_yield);
+            // The kicker has run 50 ms more than the waiter: the waiter wins wake-up preemption.
+            s.vcpus[0].se.vruntime = 50_000_000;
+            kick_handled(&mut s);
+            assert_eq!(
+                s.vcpus[0].counters.directed_yields, yields,
+                "{directed_yield}: resched_curr only marks the kicker, whose handler goes on"
+            );
+            assert_eq!(s.pcpus[0].curr, Some(1), "{directed_yield}: the switch comes before the entry");
+            assert_eq!(s.vcpus[0].host, HostState::Runnable);
+        }
     }
 
     /// A lone vCPU spinning on word 0 with 1000 ns of its PLE window spun, after a memory stall
