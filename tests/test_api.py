@@ -1,3 +1,4 @@
+import os
 import re
 from pathlib import Path
 import threading
@@ -255,6 +256,13 @@ def test_a_file_that_is_no_short_text_is_refused_without_reading_it_all(tmp_path
         vspin.load_scenario(Path("/dev/zero"))
 
 
+def test_a_named_pipe_that_nothing_writes_to_is_refused_without_waiting(tmp_path):
+    pipe = tmp_path / "scenario.toml"
+    os.mkfifo(pipe)
+    with pytest.raises(vspin.ScenarioError, match="a named pipe that nothing writes to"):
+        vspin.load_scenario(pipe)
+
+
 def test_a_byte_order_mark_is_skipped(tmp_path):
     plain = tmp_path / "plain.toml"
     plain.write_text('duration_ms = 10\n[host]\ncores_per_socket = 2\n[[vm]]\nname = "a"\nvcpus = 2\nlock = "tas"\n'
@@ -327,7 +335,7 @@ def test_a_field_given_a_number_beyond_64_bits_is_told_what_it_takes(small):
 
 
 def test_a_timeline_window_is_checked(small):
-    for window in ("0:5", {0, 5}, (0, 10**400)):
+    for window in ("0:5", {0, 5}, (0, 10**400), ("0", "5"), (True, 5)):
         with pytest.raises(vspin.ScenarioError, match=r"timeline: expected \(from_ms, to_ms\)"):
             vspin.run(small, timeline=window)
     with pytest.raises(vspin.ScenarioError, match="at or after the run's end"):

@@ -89,6 +89,7 @@ def test_a_bad_grid_names_the_path(small, grid, message):
     ({"vm.a.lock": ["tas"], "vm[0].lock": ["ticket"]}, "would overwrite what"),
     ({"vm.0.workload.think_ns": [100, 1000], "vm[a].workload": [{"preset": "kernbench"}]}, "would overwrite what"),
     ({"seed": [1, 1]}, "grid seed: 1 given twice; give each value once"),
+    ({"duration_ms": [1, 1.0]}, "grid duration_ms: 1.0 equals 1, given before; give each value once"),
     ({"vm.*.lock": ["tas", "ticket", "tas"]}, "grid vm.\\*.lock: 'tas' given twice"),
     ({"seed": list(range(1001)), "vm.*.vcpus": list(range(1000))}, "at most 1,000,000"),
     ({"seed": range(10**9)}, "at most 1,000,000"),
@@ -165,7 +166,10 @@ def test_grid_values_parse_as_lists_ranges_and_arrays():
     huge = "9" * 5000
     for bad, message in [("seed", "expected PATH=V1,V2"), ("seed=3..1", "is empty"), ("x=[1,", "not a TOML array"),
                          (f"seed=1,{huge}", "more than 4300 digits"), (f"seed=1..{huge}", "thousands of digits"),
-                         ("seed=1-3", r"written LOW\.\.HIGH"), ("seed=1:3", r"written LOW\.\.HIGH")]:
+                         ("seed=1-3", r"written LOW\.\.HIGH"), ("seed=1:3", r"written LOW\.\.HIGH"),
+                         # Split at the comma inside: each half is broken TOML, not a string.
+                         ('name="x,y",z', "value '\"x' is not valid TOML"),
+                         ('hypervisor.ple={policy="off", grow=4},{policy="kvm"}', "split at commas")]:
         with pytest.raises(vspin.ScenarioError, match=message):
             parse_grid(bad)
 

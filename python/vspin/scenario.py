@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Union
@@ -163,10 +164,17 @@ def _read_scenario_file(path: Path) -> str:
     if path.is_dir():
         raise ScenarioError(f"scenario {path}: is a directory, not a TOML file")
     try:
-        with open(path, "rb") as f:
+        fifo = stat.S_ISFIFO(path.stat().st_mode)
+        # Opening a named pipe waits for a writer, forever if none comes: open it without
+        # waiting, then read what a writer already there sends (a pipe with none reads as empty).
+        fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if fifo else 0))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
             raw = f.read(_MAX_SCENARIO_BYTES + 1)
     except OSError as e:
         raise ScenarioError(f"scenario {path}: cannot read it: {e.strerror or e}") from None
+    if fifo and not raw:
+        raise ScenarioError(f"scenario {path}: a named pipe that nothing writes to; give a TOML file, or write the scenario into the pipe first")
     if len(raw) > _MAX_SCENARIO_BYTES:
         raise ScenarioError(f"scenario {path}: longer than {_MAX_SCENARIO_BYTES // 2**20} MiB; a scenario is a short TOML file")
     try:
@@ -420,7 +428,11 @@ def _check_timeline(timeline: Any, data: dict) -> None:
     try:
         if isinstance(timeline, (set, frozenset, dict, str, bytes)):  # no order, or not two numbers
             raise TypeError
-        start, end = (float(t) for t in timeline)
+        times = list(timeline)
+        # Numbers only, as scenario fields take them: float() would read "0.3" and True too.
+        if any(isinstance(t, (str, bytes, bool)) for t in times):
+            raise TypeError
+        start, end = (float(t) for t in times)
     except (TypeError, ValueError, OverflowError):
         raise ScenarioError(f"timeline: expected (from_ms, to_ms), e.g. (0, 50), got {_shown(timeline)}") from None
     if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):

@@ -140,20 +140,33 @@ def points(grid: Mapping[str, list]) -> list[dict[str, Any]]:
         if not isinstance(values, list) or not values:
             raise ScenarioError(f"grid {path}: expected a non-empty list of values, got {values!r}")
         plain[path] = [plain_value(v) for v in values]
-        seen = set()
+        seen: dict[str, Any] = {}
         for v in plain[path]:
             # The same point twice would be counted as two runs (two "seeds" of one seed).
             try:
-                key = json.dumps(v, sort_keys=True)
+                key = json.dumps(_same_number_same_key(v), sort_keys=True)
             except ValueError:  # Python prints no whole number of over 4300 digits
                 raise ScenarioError(f"grid {path}: a whole number of over 4300 digits; {WHOLE_NUMBER_RANGE}") from None
             if key in seen:
-                raise ScenarioError(f"grid {path}: {v!r} given twice; give each value once")
-            seen.add(key)
+                twice = "given twice" if seen[key] == v and type(seen[key]) is type(v) else f"equals {seen[key]!r}, given before"
+                raise ScenarioError(f"grid {path}: {v!r} {twice}; give each value once")
+            seen[key] = v
     count = math.prod(len(v) for v in plain.values())
     if count > MAX_POINTS:
         raise ScenarioError(f"grid: {count:,} points; a sweep takes at most {MAX_POINTS:,} (split it, or sweep fewer values)")
     return [dict(zip(plain, combo)) for combo in itertools.product(*plain.values())]
+
+
+def _same_number_same_key(v: Any) -> Any:
+    """``v`` with every whole float as an int, so that 1 and 1.0, which run the same scenario,
+    are one point of a grid (``True`` stays itself, though Python compares it equal to 1)."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, list):
+        return [_same_number_same_key(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _same_number_same_key(x) for k, x in v.items()}
+    return v
 
 
 def _check_axes(base: dict, axes: list[str], settings: dict[str, Any] | None) -> None:
@@ -392,7 +405,15 @@ def parse_grid(text: str) -> tuple[str, list]:
 
 
 def _scalar(raw: str) -> Any:
+    """One value of ``--grid``: TOML, or else a bare word taken as text. A value that starts as
+    a TOML string, table or array and does not parse is refused: the values were split at
+    commas, which may have cut it."""
     try:
         return toml_value(raw)
-    except tomllib.TOMLDecodeError:
+    except tomllib.TOMLDecodeError as e:
+        if raw[:1] in ('"', "'", "{", "["):
+            raise ScenarioError(
+                f"value {raw!r} is not valid TOML ({e}); the values are split at commas, so write "
+                "values that contain commas as one TOML array, e.g. hypervisor.ple=[{policy=\"off\"}, {policy=\"kvm\", grow=4}]"
+            ) from None
         return raw

@@ -117,6 +117,22 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
     ScenarioError { field: field.into(), message: message.into() }
 }
 
+/// A release whose window is fixed (`on_what`: " on AMD" for 3.x's pause filter) refuses the keys
+/// that adapt it unless the scenario asks for the `kvm` policy: ignored, they would mislead.
+fn refuse_adapting_a_fixed_window(kernel: KernelVersion, on_what: &str, is_given: &dyn Fn(&[&str]) -> bool) -> Result<(), ScenarioError> {
+    match ["grow", "shrink", "max_cycles", "max_pauses"].into_iter().find(|k| is_given(&["ple", k])) {
+        Some(key) => Err(err(
+            format!("hypervisor.ple.{key}"),
+            format!(
+                "adapts the window, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to adapt it, or leave the key out",
+                kernel.name(),
+                on_what
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -1103,8 +1119,11 @@ impl Scenario {
         }
         let mut prev_residency = 0.0;
         for (i, s) in h.idle_states.iter().enumerate() {
-            time(&format!("host.idle_states[{i}].exit_ns"), s.exit_ns, 1.0, non_negative)?;
-            time(&format!("host.idle_states[{i}].residency_ns"), s.residency_ns, 1.0, non_negative)?;
+            for (key, v) in [("exit_ns", s.exit_ns), ("residency_ns", s.residency_ns)] {
+                let field = format!("host.idle_states[{i}].{key}");
+                time(&field, v, 1.0, non_negative)?;
+                at_resolution(&field, v, 1.0, true)?;
+            }
             if s.residency_ns < prev_residency {
                 return Err(err(
                     format!("host.idle_states[{i}].residency_ns"),
@@ -1124,6 +1143,7 @@ impl Scenario {
                     return Err(err(at("interval_us"), msg));
                 }
                 time(&at("burst_us"), burst_us, 1e3, positive)?;
+                at_resolution(&at("burst_us"), burst_us, 1e3, false)?;
             }
         }
         if !TICK_HZ.contains(&h.hz) {
@@ -1143,10 +1163,14 @@ impl Scenario {
             ("context_switch_ns", c.context_switch_ns),
         ] {
             time(&format!("host.costs.{f}"), v, 1.0, non_negative)?;
+            // A hit's fraction of a ns still counts in the length of a PAUSE iteration (in ps).
+            if f != "l1_hit_ns" {
+                at_resolution(&format!("host.costs.{f}"), v, 1.0, true)?;
+            }
         }
         positive("host.costs.pause_cycles", c.pause_cycles)?;
-        if c.pause_cycles > 1e6 {
-            return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed up to 1000000 (cycles)", shown(c.pause_cycles))));
+        if !(1.0..=1e6).contains(&c.pause_cycles) {
+            return Err(err("host.costs.pause_cycles", format!("{} is out of range; allowed 1 ..= 1000000 (cycles; a PAUSE takes at least one)", shown(c.pause_cycles))));
         }
         let ple = &self.hypervisor.ple;
         // KVM's `ple_window`, `ple_window_grow`, `_shrink`, `_max` and `ple_gap` are `unsigned
@@ -1157,6 +1181,16 @@ impl Scenario {
                 let msg = format!("{value} is out of range; allowed 0..={} (KVM's PLE parameters and the VMCS fields are 32 bits)", u32::MAX);
                 return Err(err(format!("hypervisor.ple.{key}"), msg));
             }
+        }
+        if ple.policy != PlePolicy::Off && ple.counter == PauseCounter::Intel && ple.gap_cycles == 0 {
+            // KVM's `vmx_secondary_exec_control` and Xen's `vmx_init_vmcs_config` both clear
+            // SECONDARY_EXEC_PAUSE_LOOP_EXITING when `ple_gap` is 0.
+            let msg = format!(
+                "0 turns Intel's Pause-Loop Exiting off (KVM's and Xen's vmx code clear it without a gap), which policy = {:?} contradicts; allowed 1..={} (default 128), or policy = \"off\"",
+                ple.policy.name(),
+                u32::MAX
+            );
+            return Err(err("hypervisor.ple.gap_cycles", msg));
         }
         if matches!(ple.policy, PlePolicy::Fixed | PlePolicy::Kvm) && ple.counter == PauseCounter::Intel {
             if ple.window_cycles == 0 {
@@ -1183,6 +1217,13 @@ impl Scenario {
             let max = self.hypervisor.halt_poll.max_ns;
             return Err(err("hypervisor.halt_poll.max_ns", format!("{max} is out of range; allowed 0..={MAX_TIME_NS:e} (one simulated hour)")));
         }
+        let hp = &self.hypervisor.halt_poll;
+        for (key, value) in [("grow", hp.grow), ("grow_start_ns", hp.grow_start_ns), ("shrink", hp.shrink)] {
+            if value > u32::MAX as u64 {
+                let msg = format!("{value} is out of range; allowed 0..={} (KVM's halt_poll_ns_{} is an unsigned int)", u32::MAX, key.trim_end_matches("_ns"));
+                return Err(err(format!("hypervisor.halt_poll.{key}"), msg));
+            }
+        }
         if self.vms.is_empty() {
             return Err(err("vm", "at least one [[vm]] is required"));
         }
@@ -1199,6 +1240,9 @@ impl Scenario {
             let at = |f: &str| format!("vm[{i}].{f}");
             if vm.name.trim().is_empty() {
                 return Err(err(at("name"), format!("{:?} must be non-empty (not only spaces)", vm.name)));
+            }
+            if vm.name == "host" && self.host.background.is_some() {
+                return Err(err(at("name"), "\"host\" is the name of the host's own threads (host.background) in the timeline; choose another name"));
             }
             if vm.name == "*" {
                 return Err(err(at("name"), "\"*\" is reserved: in a setting's path (--set 'vm.*.lock=tas') it means every VM; choose another name"));
@@ -1309,6 +1353,12 @@ impl Scenario {
                 }
             }
         }
+        if self.hypervisor.scheduler == SchedulerKind::Credit1 {
+            if let Some(key) = ["grow", "shrink", "max_cycles"].into_iter().find(|k| ple.and_then(|p| p.get(k)).is_some()) {
+                let msg = "adapts the window, which Xen's PLE does not (a fixed ple_window); allowed under scheduler = \"credit1\": policy, window_cycles, gap_cycles";
+                return Err(err(format!("hypervisor.ple.{key}"), msg));
+            }
+        }
         if self.hypervisor.ple.policy != PlePolicy::Aple {
             return Ok(());
         }
@@ -1324,9 +1374,16 @@ impl Scenario {
     /// `hypervisor.kernel`: the release's value for each key its version decides that the
     /// scenario leaves out (before [`Scenario::validate`], which then sees the release's values).
     fn kernel_defaults(&mut self, given: &serde_json::Value) -> Result<(), ScenarioError> {
-        let Some(kernel) = self.hypervisor.kernel else { return Ok(()) };
         let hv = given.get("hypervisor");
         let is_given = |path: &[&str]| path.iter().fold(hv, |at, key| at.and_then(|v| v.get(key))).is_some();
+        let Some(kernel) = self.hypervisor.kernel else {
+            // Every default of a KVM host without a release is already 3.18's but the one the CPU
+            // decides: on AMD, 3.18's fixed pause filter. (Xen's AMD filter is refused later.)
+            if self.hypervisor.scheduler != SchedulerKind::Credit1 {
+                self.amd_filter_of_3x(KernelVersion::V3_18, &is_given)?;
+            }
+            return Ok(());
+        };
         if is_given(&["scheduler"]) && matches!(self.hypervisor.scheduler, SchedulerKind::Credit1 | SchedulerKind::Gang) {
             let msg = format!(
                 "names a Linux KVM host's release, which scheduler = {:?} does not have; leave it out there, or use \"cfs\", \"eevdf\" or \"eevdf-6.18\"",
@@ -1337,23 +1394,11 @@ impl Scenario {
         let mut d = kernel.defaults();
         let v3 = matches!(kernel, KernelVersion::V3_5 | KernelVersion::V3_18);
         let policy_given = is_given(&["ple", "policy"]);
-        if v3 && self.hypervisor.ple.counter == PauseCounter::Amd && !policy_given {
-            // 3.x `init_vmcb` sets the pause filter count once: no growth, and no threshold
-            // (`kernel-mechanisms.md` §4.4).
+        if v3 && self.amd_filter_of_3x(kernel, &is_given)? {
             d.ple_policy = PlePolicy::Fixed;
-            if !is_given(&["ple", "gap_cycles"]) {
-                self.hypervisor.ple.gap_cycles = 0;
-            }
         }
         if d.ple_policy == PlePolicy::Fixed && !policy_given {
-            if let Some(key) = ["grow", "shrink", "max_cycles", "max_pauses"].into_iter().find(|k| is_given(&["ple", k])) {
-                let msg = format!(
-                    "adapts the window, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to adapt it, or leave the key out",
-                    kernel.name(),
-                    if self.hypervisor.ple.counter == PauseCounter::Amd { " on AMD" } else { "" }
-                );
-                return Err(err(format!("hypervisor.ple.{key}"), msg));
-            }
+            refuse_adapting_a_fixed_window(kernel, "", &is_given)?;
         }
         let hv = &mut self.hypervisor;
         if !is_given(&["scheduler"]) {
@@ -1376,6 +1421,21 @@ impl Scenario {
             hv.halt_poll.shrink = d.halt_poll_shrink;
         }
         Ok(())
+    }
+
+    /// A 3.x release on AMD: `init_vmcb` sets the pause filter count once, so unless the policy
+    /// is given the window is fixed, with no threshold (`kernel-mechanisms.md` §4.4). Returns
+    /// whether it is.
+    fn amd_filter_of_3x(&mut self, kernel: KernelVersion, is_given: &dyn Fn(&[&str]) -> bool) -> Result<bool, ScenarioError> {
+        if self.hypervisor.ple.counter != PauseCounter::Amd || is_given(&["ple", "policy"]) {
+            return Ok(false);
+        }
+        refuse_adapting_a_fixed_window(kernel, " on AMD", is_given)?;
+        self.hypervisor.ple.policy = PlePolicy::Fixed;
+        if !is_given(&["ple", "gap_cycles"]) {
+            self.hypervisor.ple.gap_cycles = 0;
+        }
+        Ok(true)
     }
 
     /// AMD's pause filter: its count in PAUSEs, within the VMCB's 16 bits; with KVM's own
@@ -1889,6 +1949,17 @@ fn time(field: &str, v: f64, unit_ns: f64, sign: fn(&str, f64) -> Result<(), Sce
     Ok(())
 }
 
+/// A time the simulator keeps in whole ns: one above 0 but below 1 ns would run as 0 or 1 ns
+/// whatever it says.
+fn at_resolution(field: &str, v: f64, unit_ns: f64, zero_allowed: bool) -> Result<(), ScenarioError> {
+    if v > 0.0 && v * unit_ns < 1.0 {
+        let unit = if unit_ns == 1.0 { "ns" } else { "µs" };
+        let msg = format!("{} is below 1 ns, the simulator's resolution; allowed {}at least {} ({unit})", shown(v), if zero_allowed { "0, or " } else { "" }, 1.0 / unit_ns);
+        return Err(err(field, msg));
+    }
+    Ok(())
+}
+
 /// A number as a user would write it: `1e300`, not three hundred digits (Rust's `{}` never uses
 /// an exponent), and `0.5` as itself.
 fn shown(v: f64) -> String {
@@ -1899,12 +1970,21 @@ fn shown(v: f64) -> String {
     }
 }
 
-/// A name without control characters: names are printed in summaries, tables and reports.
+/// A name that prints as itself: names are printed in summaries, tables and reports, where a
+/// control character, a line break, an invisible character or a space at either end would
+/// garble a row or make two names look alike.
 fn printable(field: &str, name: &str) -> Result<(), ScenarioError> {
-    match name.chars().find(|c| c.is_control()) {
-        Some(c) => Err(err(field, format!("{name:?} contains the control character U+{:04X}; a name is printed in summaries, tables and reports", c as u32))),
-        None => Ok(()),
+    let where_shown = "a name is printed in summaries, tables and reports";
+    // Unicode's zero-width and direction-formatting characters (category Cf) most often met.
+    let invisible = |c: char| matches!(c, '\u{AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}');
+    if let Some(c) = name.chars().find(|&c| c.is_control() || (c.is_whitespace() && c != ' ') || invisible(c)) {
+        let kind = if c.is_control() { "the control character" } else if invisible(c) { "the invisible character" } else { "the line or space character" };
+        return Err(err(field, format!("{name:?} contains {kind} U+{:04X}; {where_shown}", c as u32)));
     }
+    if name.trim() != name {
+        return Err(err(field, format!("{name:?} begins or ends with a space; {where_shown}, which do not show it: remove it")));
+    }
+    Ok(())
 }
 
 fn positive(field: &str, v: f64) -> Result<(), ScenarioError> {
