@@ -36,8 +36,8 @@ impl IdleGovernor {
         self.since = Some(now);
         self.exit_ns = states
             .iter()
-            .filter(|s| s.residency_ns as u64 <= self.last_idle_ns)
-            .map(|s| s.exit_ns as u64)
+            .filter(|s| s.residency_ns.round() as u64 <= self.last_idle_ns)
+            .map(|s| s.exit_ns.round() as u64)
             .next_back()
             .unwrap_or(0);
     }
