@@ -422,7 +422,7 @@ impl Sim {
     /// follows (a wake-up held, an unthrottle): the kernel reschedules at once, not at the tick.
     fn resched_if_spent(&mut self, p: u32) {
         if self.pcpus[p as usize].need_resched && self.pcpus[p as usize].curr.is_some() {
-            self.schedule(p);
+            self.resched_curr(p);
         }
     }
 

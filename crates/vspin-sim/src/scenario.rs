@@ -117,20 +117,21 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
     ScenarioError { field: field.into(), message: message.into() }
 }
 
-/// A release whose window is fixed (`on_what`: " on AMD" for 3.x's pause filter) refuses the keys
-/// that adapt it unless the scenario asks for the `kvm` policy: ignored, they would mislead.
-fn refuse_adapting_a_fixed_window(kernel: KernelVersion, on_what: &str, is_given: &dyn Fn(&[&str]) -> bool) -> Result<(), ScenarioError> {
-    match ["grow", "shrink", "max_cycles", "max_pauses"].into_iter().find(|k| is_given(&["ple", k])) {
-        Some(key) => Err(err(
-            format!("hypervisor.ple.{key}"),
-            format!(
-                "adapts the window, which Linux {}'s PLE{} does not (a fixed window); set ple.policy = \"kvm\" to adapt it, or leave the key out",
-                kernel.name(),
-                on_what
-            ),
-        )),
-        None => Ok(()),
-    }
+/// A release whose window is fixed refuses the keys that adapt it unless the scenario asks for
+/// the `kvm` policy: ignored, they would mislead. (The other counter's cap is refused later, as
+/// that counter's.)
+fn refuse_adapting_a_fixed_window(kernel: Option<KernelVersion>, counter: PauseCounter, is_given: &dyn Fn(&[&str]) -> bool) -> Result<(), ScenarioError> {
+    let cap = if counter == PauseCounter::Amd { "max_pauses" } else { "max_cycles" };
+    let Some(key) = ["grow", "shrink", cap].into_iter().find(|k| is_given(&["ple", k])) else { return Ok(()) };
+    let (release, unnamed) = match kernel {
+        Some(k) => (k.name(), ""),
+        None => ("3.18", "; a host without `kernel` has 3.18's defaults"),
+    };
+    let on_amd = if counter == PauseCounter::Amd { " on AMD" } else { "" };
+    let msg = format!(
+        "adapts the window, which Linux {release}'s PLE{on_amd} does not (a fixed window{unnamed}); set ple.policy = \"kvm\" to adapt it, or leave the key out"
+    );
+    Err(err(format!("hypervisor.ple.{key}"), msg))
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -1379,7 +1380,7 @@ impl Scenario {
             // Every default of a KVM host without a release is already 3.18's but the one the CPU
             // decides: on AMD, 3.18's fixed pause filter. (Xen's AMD filter is refused later.)
             if self.hypervisor.scheduler != SchedulerKind::Credit1 {
-                self.amd_filter_of_3x(KernelVersion::V3_18, &is_given)?;
+                self.amd_filter_of_3x(None, &is_given)?;
             }
             return Ok(());
         };
@@ -1393,11 +1394,11 @@ impl Scenario {
         let mut d = kernel.defaults();
         let v3 = matches!(kernel, KernelVersion::V3_5 | KernelVersion::V3_18);
         let policy_given = is_given(&["ple", "policy"]);
-        if v3 && self.amd_filter_of_3x(kernel, &is_given)? {
+        if v3 && self.amd_filter_of_3x(Some(kernel), &is_given)? {
             d.ple_policy = PlePolicy::Fixed;
         }
         if d.ple_policy == PlePolicy::Fixed && !policy_given {
-            refuse_adapting_a_fixed_window(kernel, "", &is_given)?;
+            refuse_adapting_a_fixed_window(Some(kernel), self.hypervisor.ple.counter, &is_given)?;
         }
         let hv = &mut self.hypervisor;
         if !is_given(&["scheduler"]) {
@@ -1425,11 +1426,11 @@ impl Scenario {
     /// A 3.x release on AMD: `init_vmcb` sets the pause filter count once, so unless the policy
     /// is given the window is fixed, with no threshold (`kernel-mechanisms.md` §4.4). Returns
     /// whether it is.
-    fn amd_filter_of_3x(&mut self, kernel: KernelVersion, is_given: &dyn Fn(&[&str]) -> bool) -> Result<bool, ScenarioError> {
+    fn amd_filter_of_3x(&mut self, kernel: Option<KernelVersion>, is_given: &dyn Fn(&[&str]) -> bool) -> Result<bool, ScenarioError> {
         if self.hypervisor.ple.counter != PauseCounter::Amd || is_given(&["ple", "policy"]) {
             return Ok(false);
         }
-        refuse_adapting_a_fixed_window(kernel, " on AMD", is_given)?;
+        refuse_adapting_a_fixed_window(kernel, PauseCounter::Amd, is_given)?;
         self.hypervisor.ple.policy = PlePolicy::Fixed;
         if !is_given(&["ple", "gap_cycles"]) {
             self.hypervisor.ple.gap_cycles = 0;

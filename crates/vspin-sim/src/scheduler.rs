@@ -451,7 +451,7 @@ impl Sim {
         };
         // The current vCPU's VM just spent its quota here (`bandwidth.rs`): reschedule now.
         if self.pcpus[p as usize].need_resched && !self.bandwidth.is_empty() {
-            return self.schedule(p);
+            return self.resched_curr(p);
         }
         if !self.poller_gives_way(p) {
             self.preempt_if_newcomer_wins(p, c, v);
@@ -481,9 +481,15 @@ impl Sim {
                 rq.last = Some(c);
             }
         }
-        if let Some((kicker_pcpu, woken_preempts)) = self.kick_handler.as_mut() {
+        self.resched_curr(p);
+    }
+
+    /// `resched_curr`: `p`'s current vCPU is switched out now, unless it is running a kick's
+    /// handler (`kick_sent`), which is only marked and switches at the handler's end.
+    pub(crate) fn resched_curr(&mut self, p: u32) {
+        if let Some((kicker_pcpu, marked)) = self.kick_handler.as_mut() {
             if *kicker_pcpu == p {
-                *woken_preempts = true;
+                *marked = true;
                 return;
             }
         }
@@ -509,7 +515,8 @@ impl Sim {
         }
         match self.pcpus[p as usize].curr {
             Some(c) if !self.pcpus[p as usize].need_resched => self.preempt_if_newcomer_wins(p, c, v),
-            _ => self.schedule(p),
+            Some(_) => self.resched_curr(p),
+            None => self.schedule(p),
         }
         self.maybe_arm_tick(p);
     }

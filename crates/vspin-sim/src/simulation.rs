@@ -186,8 +186,9 @@ pub struct Sim {
     /// Beside the vCPUs rather than in them, which keeps `Vcpu` as small as the hot path wants.
     pub(crate) ipi_acks: Vec<Vec<(u32, Time)>>,
     /// While a kick's handler wakes its target (`kick_sent`): the kicker's pCPU, and whether
-    /// that wake-up won preemption there. It only marks the kicker (`resched_curr`), which goes
-    /// on to `kvm_sched_yield` and switches at its `schedule()` or on the way back to the guest.
+    /// the kicker was marked for rescheduling meanwhile (`resched_curr`: the wake-up won
+    /// preemption, or found `need_resched` set by its `update_curr`). The kicker goes on to
+    /// `kvm_sched_yield` and switches at its `schedule()` or on the way back to the guest.
     pub(crate) kick_handler: Option<(u32, bool)>,
     pub(crate) violations: Vec<String>,
     pub(crate) timeline: Option<Timeline>,
@@ -791,10 +792,10 @@ impl Sim {
         let p = self.vcpus[v as usize].pcpu;
         self.kick_handler = Some((p, false));
         self.deliver_kick(v, target);
-        let Some((_, woken_preempts)) = self.kick_handler.take() else { unreachable!("set above") };
+        let Some((_, marked)) = self.kick_handler.take() else { unreachable!("set above") };
         let running = self.pcpus[p as usize].curr == Some(v);
         let yielded = running && self.directed_yield.is_modern() && self.kvm_sched_yield(v, target);
-        if running && (yielded || woken_preempts) {
+        if running && (yielded || marked) {
             self.schedule(p);
         }
         self.reenter_if_running(v);
@@ -1301,6 +1302,28 @@ mod tests {
             assert_eq!(s.pcpus[0].curr, Some(1), "{directed_yield}: the switch comes before the entry");
             assert_eq!(s.vcpus[0].host, HostState::Runnable);
         }
+    }
+
+    #[test]
+    fn a_kick_that_finds_the_kickers_eevdf_slice_spent_still_yields_before_the_switch() {
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 3\npin = [0, 0, 0]\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("scheduler = \"eevdf\"\ndirected_yield = \"kvm-6.8\"", false, vm);
+        let slice = s.costs.base_slice;
+        for v in &mut s.vcpus {
+            (v.se.vruntime, v.se.deadline) = (0, slice);
+        }
+        running(&mut s, 1, 0, Act::Halted(HaltReason::LockWait));
+        s.block(1);
+        (s.vcpus[2].pcpu, s.vcpus[2].host) = (0, HostState::Runnable);
+        s.pcpus[0].queued.push(2);
+        running(&mut s, 0, 0, Act::Ready);
+        s.handle(0, Req::Kick(1));
+        // The kicker ran past its deadline with vCPU 2 waiting: the kick's `update_curr` sets
+        // `need_resched`, and the wake-up finds it set.
+        s.vcpus[0].se.vruntime = slice;
+        kick_handled(&mut s);
+        assert_eq!(s.vcpus[0].counters.directed_yields, 1, "the handler runs on to kvm_sched_yield");
+        assert_ne!(s.pcpus[0].curr, Some(0), "and switches before the entry");
     }
 
     /// A lone vCPU spinning on word 0 with 1000 ns of its PLE window spun, after a memory stall
