@@ -87,7 +87,9 @@ def test_bench_locks_rejects_bad_options_naming_them(tmp_path, capsys):
     assert main(["bench-locks", "--seconds", "inf", "--json", out]) == 2
     assert "--seconds" in capsys.readouterr().err
     assert main(["bench-locks", "--seconds", "1e9", "--json", out]) == 2
-    assert "--seconds: must be a number in (0, 3600]" in capsys.readouterr().err
+    assert "--seconds: must be a number in [0.001, 3600]" in capsys.readouterr().err
+    assert main(["bench-locks", "--seconds", "1e-300", "--json", out]) == 2
+    assert "--seconds: must be a number in [0.001, 3600]" in capsys.readouterr().err
     assert main(["bench-locks", "--threads", "2,100000", "--json", out]) == 2
     assert "--threads: every count must be 1..=4096" in capsys.readouterr().err
     assert main(["bench-locks", "--cs-ns", str(2**64), "--json", out]) == 2

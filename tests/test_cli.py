@@ -151,6 +151,13 @@ def test_an_output_path_in_a_missing_directory_fails_before_the_work(examples, c
         assert "the directory /no/such/dir does not exist" in capsys.readouterr().err
 
 
+def test_an_empty_output_path_is_named_as_such(examples, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["sweep", str(examples / "overcommit-2x.toml"), "--grid", "seed=1", "--csv", ""])
+    assert exit.value.code == 2
+    assert "argument --csv: expected a file name, got an empty one" in capsys.readouterr().err
+
+
 def test_an_output_path_under_a_file_says_so(examples, tmp_path, capsys):
     a_file = tmp_path / "a-file"
     a_file.write_text("kept")

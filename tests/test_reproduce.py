@@ -252,6 +252,33 @@ def test_compare_reports_refuses_a_directory_without_a_report(tmp_path, capsys):
     assert "(an entry that should be a JSON object or list is something else)" in capsys.readouterr().err
 
 
+def test_compare_reports_of_no_common_experiment_or_with_a_check_twice_is_an_error(toys, tmp_path, capsys):
+    reproduce("toy", "quick", tmp_path / "a", workers=1)
+    reproduce("toyfail", "quick", tmp_path / "b", workers=1)
+    assert main(["compare-reports", str(tmp_path / "a"), str(tmp_path / "b"), "--strict"]) == 2
+    assert "share no experiment (toy against toyfail): nothing to compare" in capsys.readouterr().err
+    results = tmp_path / "a" / "toy" / "results.json"
+    doc = json.loads(results.read_text())
+    doc["checks"].append(doc["checks"][0])
+    results.write_text(json.dumps(doc))
+    assert main(["compare-reports", str(tmp_path / "a"), str(tmp_path / "a")]) == 2
+    assert f"check {doc['checks'][0]['id']} appears twice" in capsys.readouterr().err
+
+
+def test_reproduce_refuses_an_out_whose_files_its_report_would_overwrite(toys, tmp_path, capsys):
+    (tmp_path / "index.html").write_text("<html>my own page</html>")
+    assert main(["reproduce", "toy", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 2
+    assert "index.html is not a page vspin wrote" in capsys.readouterr().err
+    assert (tmp_path / "index.html").read_text() == "<html>my own page</html>"
+    (tmp_path / "index.html").unlink()
+    (tmp_path / "toy").write_text("notes")
+    assert main(["reproduce", "toy", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 2
+    assert "toy is a file, where the report of toy goes" in capsys.readouterr().err
+    (tmp_path / "toy").unlink()
+    assert main(["reproduce", "all", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0
+    assert main(["reproduce", "all", "--quick", "--out", str(tmp_path), "--workers", "1"]) == 0, "its own index is rewritten"
+
+
 def test_cli_exit_codes(toys, tmp_path, capsys):
     out = str(tmp_path)
     assert main(["reproduce", "toy", "--quick", "--out", out, "--workers", "1"]) == 0

@@ -235,3 +235,42 @@ def test_a_vm_that_takes_no_locks_needs_no_lock_and_keeps_its_rows(tmp_path, cap
     assert summary[summary.vm == "batch"]["seeds"].tolist() == [2, 2]
     assert main(["sweep", str(scenario), "--grid", "vm.db.lock=ticket,tas", "--grid", "seed=1,2"]) == 0
     assert "batch  -  " in capsys.readouterr().out
+
+
+def test_a_store_that_is_no_file_or_not_a_vspin_store_is_refused(small, tmp_path):
+    for path in ("", ":memory:"):
+        with pytest.raises(vspin.ScenarioError, match="a store is a file that keeps the runs"):
+            vspin.sweep(small, {"seed": [1]}, store=path)
+    keyless = tmp_path / "keyless.duckdb"
+    with duckdb.connect(str(keyless)) as db:
+        db.execute("CREATE TABLE runs (key VARCHAR, engine VARCHAR, scenario JSON, result JSON, stored_at TIMESTAMP)")
+    with pytest.raises(vspin.ScenarioError, match=r"lacks the primary key \(key, engine\)"):
+        vspin.sweep(small, {"seed": [1]}, store=keyless)
+
+
+def test_a_damaged_store_is_named_not_a_traceback(small, tmp_path):
+    store = tmp_path / "runs.duckdb"
+    vspin.sweep(small, {"seed": [1, 2]}, store=store, workers=1)
+    with open(store, "r+b") as f:
+        f.truncate(store.stat().st_size // 2)
+    with pytest.raises(vspin.ScenarioError, match=f"store {store}"):
+        vspin.sweep(small, {"seed": [1, 2]}, store=store, workers=1)
+
+
+def test_a_whole_number_written_as_a_float_is_the_same_stored_run(small, tmp_path, monkeypatch):
+    store = tmp_path / "runs.duckdb"
+    vspin.sweep(small, {"seed": [1]}, {"duration_ms": 20}, store=store, workers=1)
+    again = vspin.sweep(small, {"seed": [1]}, {"duration_ms": 20.0}, store=store, workers=1)
+    assert (again.attrs["ran"], again.attrs["reused"]) == (0, 1)
+
+
+def test_api_arguments_of_the_wrong_kind_are_named(small):
+    with pytest.raises(vspin.ScenarioError, match="executor: expected a distributed.Client or a scheduler address"):
+        vspin.sweep(small, {"seed": [1]}, executor=5)
+    with pytest.raises(vspin.ScenarioError, match="over_seeds: the frame lacks the column"):
+        vspin.over_seeds(pd.DataFrame({"seed": [1]}))
+    with pytest.raises(vspin.ScenarioError, match="not a usable path"):
+        vspin.load_scenario("x" * 5000)
+    for path in ("vm.00.lock", "vm.\u0660.lock"):
+        with pytest.raises(vspin.ScenarioError, match="does not exist"):
+            vspin.run(small, {path: "tas"})

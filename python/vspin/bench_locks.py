@@ -43,6 +43,8 @@ MAX_LOOP_NS = 1_000_000_000
 #: oversubscription the benchmark is for, and an hour per window, so a mistyped 1e9 is refused.
 MAX_THREADS = 4096
 MAX_SECONDS = 3600.0
+#: The shortest window: over less than a millisecond a lock's count is mostly the clock's grain.
+MIN_SECONDS = 0.001
 
 
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
@@ -60,8 +62,8 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
     allowed = lock_names()
     if threads is not None and (not threads or not all(1 <= t <= MAX_THREADS for t in threads)):
         raise BenchConfigError(f"--threads: every count must be 1..={MAX_THREADS}, got {threads}")
-    if not 0 < seconds <= MAX_SECONDS:
-        raise BenchConfigError(f"--seconds: must be a number in (0, {MAX_SECONDS:g}], got {seconds}")
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise BenchConfigError(f"--seconds: must be a number in [{MIN_SECONDS:g}, {MAX_SECONDS:g}], got {seconds}")
     if not 0 <= warmup_s <= MAX_SECONDS:
         raise BenchConfigError(f"--warmup: must be a number in [0, {MAX_SECONDS:g}], got {warmup_s}")
     for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):

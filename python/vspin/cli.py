@@ -35,9 +35,30 @@ def _window(text: str) -> tuple[float, float]:
     return window
 
 
+def _report_would_overwrite(out: str, names: list[str]) -> str | None:
+    """What in ``out`` the report of ``names`` would overwrite or trip over, if it is not a
+    report's: a file where an experiment's directory goes, or an index page that is not
+    vspin's (the top-level index and summary.json are rewritten after every run)."""
+    for name in names:
+        if os.path.exists(os.path.join(out, name)) and not os.path.isdir(os.path.join(out, name)):
+            return f"{os.path.join(out, name)} is a file, where the report of {name} goes"
+    index = os.path.join(out, "index.html")
+    if os.path.isfile(index) and not os.path.isfile(os.path.join(out, "results.json")):
+        try:
+            with open(index, encoding="utf-8", errors="replace") as f:
+                ours = "<title>vspin: reproduced experiments</title>" in f.read(4096)
+        except OSError:
+            ours = False
+        if not ours:
+            return f"{index} is not a page vspin wrote, and the report's index would replace it"
+    return None
+
+
 def _output_file(text: str) -> str:
     """A file to write once the work is done: its directory must exist now, so that a long run
     is not lost to a mistyped path at the end."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file name, got an empty one")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
         above = folder
@@ -371,7 +392,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     load_experiments()
     try:
-        select(args.name)
+        names = select(args.name)
     except UnknownExperimentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -383,6 +404,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             pass
     except OSError as e:
         print(f"error: --out {args.out}: cannot write the report there: {e.strerror or e}", file=sys.stderr)
+        return 2
+    if (problem := _report_would_overwrite(args.out, names)) is not None:
+        print(f"error: --out {args.out}: {problem}; choose a new directory, or one vspin reproduce wrote", file=sys.stderr)
         return 2
     try:
         docs = reproduce(args.name, "quick" if args.quick else "full", args.out, args.workers, store=args.store)

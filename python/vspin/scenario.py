@@ -159,7 +159,12 @@ def _exists(path: str) -> bool:
 
 
 def _read_scenario_file(path: Path) -> str:
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as e:  # a name too long for the file system, say
+        shown = str(path) if len(str(path)) <= 80 else f"{str(path)[:60]}... ({len(str(path)):,} characters)"
+        raise ScenarioError(f"scenario file {shown}: not a usable path: {e.strerror or e}") from None
+    if not exists:
         raise ScenarioError(f"scenario file not found: {path}")
     if path.is_dir():
         raise ScenarioError(f"scenario {path}: is a directory, not a TOML file")
@@ -347,7 +352,7 @@ def _entries(t: list, key: str) -> list[int]:
     """The entries of a list that a key names: `*` all, an index if there is one, else by name."""
     if key == "*":
         return list(range(len(t)))
-    if key.isdigit() and int(key) < len(t):
+    if re.fullmatch(r"0|[1-9][0-9]*", key) and int(key) < len(t):
         return [int(key)]
     return [i for i, e in enumerate(t) if isinstance(e, dict) and e.get("name") == key]
 

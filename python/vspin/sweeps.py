@@ -22,7 +22,8 @@ never its numbers.
 **The store.** With ``store`` (a DuckDB file, created if missing), each run is written the
 moment it finishes, so nothing finished is lost when a sweep is interrupted; run the same call
 again and it runs only the points the store lacks. Sweeps that overlap share their runs. A run is
-identified by its whole scenario (canonical JSON, seed included) and by the engine that produced
+identified by its whole scenario (canonical JSON, seed included, a whole number written ``20.0``
+the same as ``20``) and by the engine that produced
 it: ``engine`` is a hash of the compiled simulator, so a rebuilt vspin, whose model may have
 changed, runs every point again instead of mixing old numbers with new (the old rows are kept).
 One process may write a store at a time (DuckDB's file lock). Tables, for SQL::
@@ -105,8 +106,9 @@ def engine() -> str:
 
 
 def canonical(scenario: dict) -> str:
-    """A scenario as the one JSON text that identifies it in a store."""
-    return json.dumps(scenario, sort_keys=True, separators=(",", ":"))
+    """A scenario as the one JSON text that identifies it in a store (a whole number written
+    ``5.0`` as ``5``: the simulator reads both as one value, so they are one run)."""
+    return json.dumps(_same_number_same_key(scenario), sort_keys=True, separators=(",", ":"))
 
 
 def _key(canonical: str) -> str:
@@ -273,6 +275,10 @@ def over_seeds(df: pd.DataFrame) -> pd.DataFrame:
         raise ScenarioError(f"over_seeds: expected the DataFrame vspin.sweep returns, got {type(df).__name__}")
     if "seed" not in df.columns:
         raise ScenarioError("over_seeds: the sweep has no seed column; add seed to its grid, e.g. {'seed': [1, 2, 3]}")
+    missing = [c for c in ("vm", "lock", "throughput_per_s") if c not in df.columns]
+    if missing:
+        raise ScenarioError(f"over_seeds: the frame lacks the column(s) {', '.join(missing)}; give it the DataFrame "
+                            "vspin.sweep returns")
     axes = [c for c in df.columns[:list(df.columns).index("vm")] if c != "seed"]
     keys = [*axes, "vm", "lock"]
     # Grid values may be lists (pin lists), which pandas cannot group by: group by their text.
@@ -297,6 +303,10 @@ class Store:
 
         if not isinstance(path, (str, os.PathLike)):
             raise ScenarioError(f"store: expected a file path, got {path!r} (type {type(path).__name__})")
+        if str(path) in ("", ":memory:") or str(path).startswith(":memory:"):
+            # DuckDB takes both for a database in memory, which would keep nothing.
+            raise ScenarioError(f"store {str(path)!r}: a store is a file that keeps the runs; give its path, e.g. runs.duckdb")
+        self._path = path
         try:
             self._db = duckdb.connect(str(path))
         except duckdb.Error as e:
@@ -313,19 +323,39 @@ class Store:
             self._db.close()
             raise ScenarioError(f"store {path}: not a vspin store: its table runs has columns "
                                 f"{sorted(columns)}, a store's has {sorted(_RUNS_COLUMNS)}")
+        keys = self._db.execute("SELECT constraint_column_names FROM duckdb_constraints() "
+                                "WHERE table_name = 'runs' AND constraint_type = 'PRIMARY KEY'").fetchall()
+        if [sorted(k[0]) for k in keys] != [["engine", "key"]]:
+            self._db.close()
+            raise ScenarioError(f"store {path}: not a vspin store: its table runs lacks the primary key (key, engine) "
+                                "that a store's has; give a new file or one vspin wrote")
+
+    def _failed(self, doing: str, e: Exception) -> ScenarioError:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return ScenarioError(f"store {self._path}: cannot {doing}: {first}; the runs stored before are kept")
 
     def found(self, canonicals: list[str]) -> dict[int, str]:
         """The stored result JSON, by index, of those scenarios run by this process's engine."""
+        import duckdb
+
         found = {}
-        for i, text in enumerate(canonicals):
-            row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
-            if row is not None:
-                found[i] = row[0]
+        try:
+            for i, text in enumerate(canonicals):
+                row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
+                if row is not None:
+                    found[i] = row[0]
+        except duckdb.Error as e:
+            raise self._failed("read it (is the file damaged?)", e) from None
         return found
 
     def put(self, canonical: str, ran_on: str, result: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
-                         [_key(canonical), ran_on, canonical, result])
+        import duckdb
+
+        try:
+            self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
+                             [_key(canonical), ran_on, canonical, result])
+        except duckdb.Error as e:
+            raise self._failed("keep a run", e) from None
 
     def close(self) -> None:
         self._db.close()
@@ -347,6 +377,9 @@ def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) ->
 
 
 def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[int, str, str]]:
+    if not isinstance(executor, str) and type(executor).__name__ != "Client":
+        raise ScenarioError(f"executor: expected a distributed.Client or a scheduler address like "
+                            f"'tcp://host:8786', got {executor!r}")
     try:
         from distributed import Client, as_completed
     except ImportError:

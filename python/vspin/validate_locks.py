@@ -35,8 +35,8 @@ import sys
 from itertools import combinations
 
 from vspin import _core
-from vspin.bench_locks import (PINS, BenchConfigError, bench_locks, busy_machine_warning, default_threads, lock_names,
-                               quota_line)
+from vspin.bench_locks import (MAX_LOOP_NS, MAX_SECONDS, MIN_SECONDS, PINS, BenchConfigError, bench_locks,
+                               busy_machine_warning, default_threads, lock_names, quota_line)
 from vspin.experiments.pticket import BACKGROUND as PTICKET_HOST_BACKGROUND
 from vspin.reproduce import Runner
 from vspin.result import bucket_text, duration_text, wait_quantile
@@ -363,12 +363,18 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
         if not value >= 1:
             raise ValidationError(f"{name}: the simulator's workload needs a length of at least 1 ns (its "
                                   f"resolution), got {value}")
+        if value > MAX_LOOP_NS:
+            raise ValidationError(f"{name}: {value} is out of range; allowed 1..={MAX_LOOP_NS} (ns of busy loop)")
     if host_hz is not None and not 10 <= host_hz <= 10000:
         raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValidationError(f"--seconds: must be a positive number, got {seconds}")
+    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
+        raise ValidationError(f"--seconds: must be a number in [{MIN_SECONDS:g}, {MAX_SECONDS:g}], got {seconds}")
     if not math.isfinite(warmup_s):
         raise ValidationError(f"--warmup: must be a finite number >= 0, got {warmup_s}")
+    if warmup_s + seconds > MAX_SECONDS:
+        # The prediction simulates the warm-up and the window, at most one simulated hour.
+        raise ValidationError(f"--warmup and --seconds: {warmup_s:g} + {seconds:g} s is out of range; "
+                              f"allowed at most {MAX_SECONDS:g} s together (one simulated hour)")
     # The benchmark's default counts go to 8x the cores (`vspin bench-locks`); the prediction
     # simulates each count as one VM's vCPUs. Say so now, not after the benchmark.
     counts = threads if threads is not None else default_threads()

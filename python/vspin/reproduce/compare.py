@@ -77,6 +77,8 @@ def _reports(directory: Path) -> dict[str, dict]:
                 measured = c.get("measured")
                 if measured is not None and not isinstance(measured, dict):
                     raise TypeError(f"check {c['id']}: measured is {type(measured).__name__}, not named numbers")
+                if str(c["id"]) in verdicts:
+                    raise ValueError(f"check {c['id']} appears twice")
                 verdicts[str(c["id"])] = (c["passed"], str(c["detail"]), measured)
             docs[name] = {"scale": str(doc["scale"]), "checks": verdicts}
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -93,6 +95,10 @@ def compare(old: Path, new: Path) -> Comparison:
     before, after = _reports(Path(old)), _reports(Path(new))
     result = Comparison(experiments=sorted(set(before) & set(after)), only_old=sorted(set(before) - set(after)),
                         only_new=sorted(set(after) - set(before)))
+    if not result.experiments:
+        # Nothing compared is no verdict, not a pass (a CI gate would otherwise go green).
+        raise ReportError(f"{old} and {new} share no experiment ({', '.join(sorted(before))} against "
+                          f"{', '.join(sorted(after))}): nothing to compare")
     for name in result.experiments:
         a, b = before[name], after[name]
         if a["scale"] != b["scale"]:

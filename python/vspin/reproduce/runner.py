@@ -38,6 +38,7 @@ class Runner:
         self.label = label
         self.verbose = verbose
         self._pool = None
+        self._pool_size = 0
         self._store = Store(store) if store is not None else None
 
     def __enter__(self) -> Runner:
@@ -75,8 +76,14 @@ class Runner:
         if self.workers == 1 or not todo:
             finished = map(run_canonical, todo)
         else:
+            # No more processes than runs: a pool grows (up to `workers`) when a batch needs it.
+            wanted = min(self.workers, len(todo))
+            if self._pool is not None and self._pool_size < wanted:
+                self._pool.close()
+                self._pool.join()
+                self._pool = None
             if self._pool is None:
-                self._pool = multiprocessing.Pool(self.workers)
+                self._pool, self._pool_size = multiprocessing.Pool(wanted), wanted
             finished = self._pool.imap_unordered(run_canonical, todo)
         for done, (index, engine, result) in enumerate(finished, 1):
             raw[index] = result
