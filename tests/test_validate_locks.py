@@ -265,8 +265,9 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     assert main(["validate-locks", "--measured", str(tmp_path / "partial.json"), "--json", out]) == 2
     err = capsys.readouterr().err
     assert "config lacks cs_ns" in err and "Traceback" not in err
-    for key, value, message in (("cs_ns", "a", "config.cs_ns 'a' is not a number >= 0"),
-                                ("seconds", 0, "config.seconds 0 is not a positive number"),
+    for key, value, message in (("cs_ns", "a", "config.cs_ns 'a' is not a number; allowed 1..=1e+09"),
+                                ("seconds", 0, "config.seconds 0 is out of range; allowed 0.001..=3600"),
+                                ("host_hz", 1e9, "config.host_hz 1000000000.0 is out of range; allowed 10..=10000"),
                                 ("threads", [2, 0], "config.threads [2, 0] is not a non-empty list of positive integers")):
         (tmp_path / "typed.json").write_text(json.dumps({**stored, "config": {**stored["config"], key: value}}))
         assert main(["validate-locks", "--measured", str(tmp_path / "typed.json"), "--json", out]) == 2
@@ -275,6 +276,13 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     (tmp_path / "empty.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "measured_runs": []}]}))
     assert main(["validate-locks", "--measured", str(tmp_path / "empty.json"), "--json", out]) == 2
     assert "measured_runs" in capsys.readouterr().err
+    for rows, message in (([], "rows is empty"),
+                          ([{**stored["rows"][0], "measured_runs": [float("inf")]}], "not a non-empty list of finite numbers >= 0"),
+                          ([stored["rows"][0], stored["rows"][0]], "appears twice"),
+                          ([{**stored["rows"][0], "threads": 3}], "the thread count is not one of config.threads")):
+        (tmp_path / "rows.json").write_text(json.dumps({**stored, "rows": rows}))
+        assert main(["validate-locks", "--measured", str(tmp_path / "rows.json"), "--json", out]) == 2
+        assert message in capsys.readouterr().err
     (tmp_path / "other.json").write_text(json.dumps({**stored, "rows": [{**stored["rows"][0], "lock": "nope"}]}))
     assert main(["validate-locks", "--measured", str(tmp_path / "other.json"), "--json", out]) == 2
     assert "--measured: rows ('nope'" in capsys.readouterr().err

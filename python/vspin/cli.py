@@ -322,7 +322,9 @@ def _cmd_bench_locks(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_locks(args: argparse.Namespace) -> int:
-    clash = _one_file_each({"--measured": args.measured, "--costs": args.costs, "--json": args.json})
+    # Both inputs are only read: each must differ from the report written, not from each other.
+    clash = (_one_file_each({"--measured": args.measured, "--json": args.json})
+             or _one_file_each({"--costs": args.costs, "--json": args.json}))
     if clash:
         print(f"error: {clash}", file=sys.stderr)
         return 2

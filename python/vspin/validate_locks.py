@@ -522,12 +522,14 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         raise ValidationError(f"--measured: config lacks {', '.join(missing)}; a validate-locks report has "
                               f"{', '.join(REPORT_CONFIG_KEYS)}")
     number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
-    for key in ("seconds", "host_hz"):
-        if not number(config[key]) or not config[key] > 0:
-            raise ValidationError(f"--measured: config.{key} {config[key]!r} is not a positive number")
-    for key in ("warmup_s", "cs_ns", "think_ns"):
-        if not number(config[key]) or not config[key] >= 0:
-            raise ValidationError(f"--measured: config.{key} {config[key]!r} is not a number >= 0")
+    # The limits the options have when measuring (`validate_locks`), named as the report's fields.
+    for key, low, high in (("seconds", MIN_SECONDS, MAX_SECONDS), ("warmup_s", 0, MAX_SECONDS), ("host_hz", 10, 10000),
+                           ("cs_ns", 1, MAX_LOOP_NS), ("think_ns", 1, MAX_LOOP_NS)):
+        if not number(config[key]) or not low <= config[key] <= high:
+            what = "out of range" if number(config[key]) else "not a number"
+            raise ValidationError(f"--measured: config.{key} {config[key]!r} is {what}; allowed {low:g}..={high:g}")
+    if config["warmup_s"] + config["seconds"] > MAX_SECONDS:
+        raise ValidationError(f"--measured: config.warmup_s + config.seconds is over {MAX_SECONDS:g} s (one simulated hour)")
     threads = config["threads"]
     if not isinstance(threads, list) or not threads or not all(
             isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):
@@ -535,14 +537,24 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     if not isinstance(cores, int) or cores < 1:
         raise ValidationError(f"--measured: machine.cores {cores!r} is not a positive integer")
     allowed = simulated_locks()
+    if not rows:
+        raise ValidationError("--measured: rows is empty; a validate-locks report has a row per lock and thread count")
+    seen = set()
     for r in rows:
         if r["lock"] not in allowed:
             raise ValidationError(f"--measured: rows ({r['lock']!r}, {r['threads']} threads): no simulator model of "
                                   f"that lock; allowed: {', '.join(allowed)}")
+        if r["threads"] not in threads or isinstance(r["threads"], bool) or not 1 <= r["threads"] <= MAX_PREDICTED_THREADS:
+            raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']!r} threads): the thread count is not one of "
+                                  f"config.threads {threads} within 1..={MAX_PREDICTED_THREADS}")
+        if (r["lock"], r["threads"]) in seen:
+            raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']} threads) appears twice")
+        seen.add((r["lock"], r["threads"]))
         runs = r["measured_runs"]
-        if not runs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in runs):
+        if not runs or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                               for x in runs):
             raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']} threads): measured_runs "
-                                  f"{runs!r} is not a non-empty list of numbers")
+                                  f"{runs!r} is not a non-empty list of finite numbers >= 0")
     config["host_scheduler"] = _checked_scheduler(host_scheduler) or config.get("host_scheduler", "cfs")
     # Before the benchmark could pin, its threads were never pinned.
     config.setdefault("pin", "none")
