@@ -238,7 +238,7 @@ def test_a_vm_that_takes_no_locks_needs_no_lock_and_keeps_its_rows(tmp_path, cap
 
 
 def test_a_store_that_is_no_file_or_not_a_vspin_store_is_refused(small, tmp_path):
-    for path in ("", ":memory:"):
+    for path in ("", ":memory:", ":default:"):
         with pytest.raises(vspin.ScenarioError, match="a store is a file that keeps the runs"):
             vspin.sweep(small, {"seed": [1]}, store=path)
     keyless = tmp_path / "keyless.duckdb"

@@ -35,22 +35,32 @@ def _window(text: str) -> tuple[float, float]:
     return window
 
 
-def _report_would_overwrite(out: str, names: list[str]) -> str | None:
+def _report_would_overwrite(out: str, names: list[str], names_all: bool) -> str | None:
     """What in ``out`` the report of ``names`` would overwrite or trip over, if it is not a
-    report's: a file where an experiment's directory goes, or an index page that is not
-    vspin's (the top-level index and summary.json are rewritten after every run)."""
+    report's: a file where an experiment's directory goes, or an index page or (for "all",
+    ``names_all``) a summary.json that is not vspin's (the top-level index and summary.json are
+    rewritten after every run that writes them)."""
     for name in names:
         if os.path.exists(os.path.join(out, name)) and not os.path.isdir(os.path.join(out, name)):
             return f"{os.path.join(out, name)} is a file, where the report of {name} goes"
-    index = os.path.join(out, "index.html")
-    if os.path.isfile(index) and not os.path.isfile(os.path.join(out, "results.json")):
+    if os.path.isfile(os.path.join(out, "results.json")):
+        return None  # an experiment's own directory: no index is written there
+    index, summary = os.path.join(out, "index.html"), os.path.join(out, "summary.json")
+    for path in (index, summary):
+        if os.path.isdir(path):
+            return f"{path} is a directory, where the report's {os.path.basename(path)} goes"
+    ours = False
+    if os.path.isfile(index):
         try:
             with open(index, encoding="utf-8", errors="replace") as f:
                 ours = "<title>vspin: reproduced experiments</title>" in f.read(4096)
         except OSError:
-            ours = False
+            pass
         if not ours:
             return f"{index} is not a page vspin wrote, and the report's index would replace it"
+    if os.path.isfile(summary) and not ours and names_all:
+        # vspin writes the two together: a summary.json without vspin's index is someone else's.
+        return f"{summary} is not one vspin wrote (no index.html of vspin's beside it), and the report's would replace it"
     return None
 
 
@@ -407,7 +417,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"error: --out {args.out}: cannot write the report there: {e.strerror or e}", file=sys.stderr)
         return 2
-    if (problem := _report_would_overwrite(args.out, names)) is not None:
+    if (problem := _report_would_overwrite(args.out, names, args.name == "all")) is not None:
         print(f"error: --out {args.out}: {problem}; choose a new directory, or one vspin reproduce wrote", file=sys.stderr)
         return 2
     try:

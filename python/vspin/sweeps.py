@@ -162,7 +162,9 @@ def points(grid: Mapping[str, list]) -> list[dict[str, Any]]:
 def _same_number_same_key(v: Any) -> Any:
     """``v`` with every whole float as an int, so that 1 and 1.0, which run the same scenario,
     are one point of a grid (``True`` stays itself, though Python compares it equal to 1)."""
-    if isinstance(v, float) and v.is_integer():
+    # Up to 2^53, where every whole number is a float too (the core reads a longer integer as
+    # out of range, where the float it was is not).
+    if isinstance(v, float) and v.is_integer() and abs(v) <= 2**53:
         return int(v)
     if isinstance(v, list):
         return [_same_number_same_key(x) for x in v]
@@ -303,8 +305,9 @@ class Store:
 
         if not isinstance(path, (str, os.PathLike)):
             raise ScenarioError(f"store: expected a file path, got {path!r} (type {type(path).__name__})")
-        if str(path) in ("", ":memory:") or str(path).startswith(":memory:"):
-            # DuckDB takes both for a database in memory, which would keep nothing.
+        if str(path) == "" or str(path).startswith((":", "md:", "motherduck:")):
+            # DuckDB takes these for a database in memory (`:memory:`, `:default:`) or a remote
+            # one, which would keep nothing here.
             raise ScenarioError(f"store {str(path)!r}: a store is a file that keeps the runs; give its path, e.g. runs.duckdb")
         self._path = path
         try:
@@ -323,8 +326,12 @@ class Store:
             self._db.close()
             raise ScenarioError(f"store {path}: not a vspin store: its table runs has columns "
                                 f"{sorted(columns)}, a store's has {sorted(_RUNS_COLUMNS)}")
-        keys = self._db.execute("SELECT constraint_column_names FROM duckdb_constraints() "
-                                "WHERE table_name = 'runs' AND constraint_type = 'PRIMARY KEY'").fetchall()
+        try:
+            keys = self._db.execute("SELECT constraint_column_names FROM duckdb_constraints() "
+                                    "WHERE table_name = 'runs' AND constraint_type = 'PRIMARY KEY'").fetchall()
+        except duckdb.Error as e:
+            self._db.close()
+            raise ScenarioError(f"store {path}: cannot read its tables: {str(e).splitlines()[0]}") from None
         if [sorted(k[0]) for k in keys] != [["engine", "key"]]:
             self._db.close()
             raise ScenarioError(f"store {path}: not a vspin store: its table runs lacks the primary key (key, engine) "
@@ -332,7 +339,7 @@ class Store:
 
     def _failed(self, doing: str, e: Exception) -> ScenarioError:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return ScenarioError(f"store {self._path}: cannot {doing}: {first}; the runs stored before are kept")
+        return ScenarioError(f"store {self._path}: cannot {doing}: {first}")
 
     def found(self, canonicals: list[str]) -> dict[int, str]:
         """The stored result JSON, by index, of those scenarios run by this process's engine."""
@@ -355,10 +362,16 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
                              [_key(canonical), ran_on, canonical, result])
         except duckdb.Error as e:
-            raise self._failed("keep a run", e) from None
+            # Each run is committed alone: those stored before this one stay.
+            raise ScenarioError(f"{self._failed('keep a run', e)}; the runs stored before it are kept") from None
 
     def close(self) -> None:
-        self._db.close()
+        import duckdb
+
+        try:
+            self._db.close()
+        except duckdb.Error as e:
+            raise self._failed("close it", e) from None
 
 
 def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) -> Iterator[tuple[int, str, str]]:

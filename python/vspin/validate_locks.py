@@ -544,7 +544,8 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
         if r["lock"] not in allowed:
             raise ValidationError(f"--measured: rows ({r['lock']!r}, {r['threads']} threads): no simulator model of "
                                   f"that lock; allowed: {', '.join(allowed)}")
-        if r["threads"] not in threads or isinstance(r["threads"], bool) or not 1 <= r["threads"] <= MAX_PREDICTED_THREADS:
+        if (not isinstance(r["threads"], int) or isinstance(r["threads"], bool) or r["threads"] not in threads
+                or not 1 <= r["threads"] <= MAX_PREDICTED_THREADS):
             raise ValidationError(f"--measured: rows ({r['lock']}, {r['threads']!r} threads): the thread count is not one of "
                                   f"config.threads {threads} within 1..={MAX_PREDICTED_THREADS}")
         if (r["lock"], r["threads"]) in seen:
