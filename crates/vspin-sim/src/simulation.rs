@@ -810,12 +810,13 @@ impl Sim {
 
     /// The VM entry that ends an exit handler which may have called `schedule()`: paid here if
     /// the vCPU kept its pCPU, with the IPIs that came during the handler injected at it; a vCPU
-    /// switched out pays it, and takes them, in `switch_in` when it runs again.
+    /// switched out pays it, and takes them, in `switch_in` when it runs again, which under
+    /// credit1 can already have begun on another pCPU (a kick's wake-up there preempts at once,
+    /// and an idle pCPU picks the kicker up): its switch-in work then ends with that entry.
     fn reenter_if_running(&mut self, v: u32) {
         let entry = self.costs.vm_entry;
         let vc = &mut self.vcpus[v as usize];
-        if vc.host == HostState::Running {
-            debug_assert!(vc.host_work.is_none());
+        if vc.host == HostState::Running && vc.host_work.is_none() {
             vc.host_work = Some(HostWork { remaining: entry, after: After::Nothing });
             self.handle_pending_ipis(v, false);
         }

@@ -132,6 +132,22 @@ fn scenario() -> impl Strategy<Value = String> {
         })
 }
 
+/// Found by the property below (2026-11-28): under credit1 a kick's wake-up preempted the kicker
+/// at once and an idle pCPU picked it up, and the end of the kick's handler then replaced the
+/// kicker's switch-in work with a bare VM entry (a debug assertion stopped the run).
+#[test]
+fn a_kicker_preempted_by_its_own_kick_and_run_elsewhere_keeps_its_switch_in_work() {
+    let text = "seed = 1\nduration_ms = 15\n[host]\nsockets = 1\ncores_per_socket = 2\n[hypervisor]\nscheduler = \"credit1\"\n\
+                ple = { policy = \"off\" }\ncredit1 = { yield = \"patched\", tslice_ms = 2, ratelimit_us = 0, pick = \"stock\", push = false }\n\
+                [[vm]]\nname = \"vm0\"\nvcpus = 3\npin = \"none\"\nlock = \"oticket-wakeup-only\"\ntlb_flush = \"xen-pv\"\n\
+                ipi_send = \"x2apic-physical\"\nworkload = { preset = \"kernbench\", think_ns = 100, cs_ns = 20, locks = 2, \
+                block_probability = 0, shootdown_probability = 0.013954412249824716, irqs_off_share = 0.0 }\n";
+    let r = vspin_sim::run(&Scenario::from_toml(text).unwrap()).unwrap();
+    for v in &r.vcpus {
+        assert_eq!(v.time.total(), 15_000_000, "vCPU {}: {:?}", v.vcpu, v.time);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
 
