@@ -5,5 +5,5 @@
 # Extra arguments go to the test harness, e.g. `scripts/loom.sh pv_ticket`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}" \
+RUSTFLAGS="--cfg vspin_loom ${RUSTFLAGS:-}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}" \
     cargo test --locked -p vspin-locks --test loom --release -- "$@"

@@ -25,7 +25,7 @@ use crate::pv_ticket::{
     SPIN_THRESHOLD, TICKET_LOCK_INC,
 };
 use crate::ticket::{served_at_once, HEAD, TAIL};
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// How far the threshold has been doubled from `SPIN_THRESHOLD`.
@@ -93,7 +93,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for ITicketLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for ITicketLock<Native> {
     const INIT: Self = ITicketLock { head_tail: Native::word(0) };

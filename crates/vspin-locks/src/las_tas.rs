@@ -34,7 +34,7 @@
 //! load of `since` at unlock.
 use crate::platform::{Nanos, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use std::convert::Infallible;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// Holds longer than the credit scheduler's slice are lock-holder preemptions, not recorded.
@@ -127,13 +127,13 @@ unsafe impl<P: Platform> RawSpinLock<P> for LasTasLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for LasTasLock<Native> {
     const INIT: Self = LasTasLock { word: Native::word(0), longest: Native::word(0), since: Native::word(0) };
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod tests {
     use super::*;
     use crate::native::block_on;

@@ -100,7 +100,7 @@
 //! ```
 pub mod iticket;
 pub mod las_tas;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 pub mod mutex;
 pub mod native;
 pub mod oticket;
@@ -113,7 +113,7 @@ pub mod pv_ticket;
 pub mod qspinlock;
 pub mod tas;
 pub mod ticket;
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod test_platform;
 
 pub use lock_api;
@@ -133,6 +133,6 @@ pub use tas::{TasLock, TasYieldLock, TestAndSetLock};
 pub use ticket::TicketLock;
 
 /// The Rust of `docs/tutorial.md`, compiled and run as a doctest so that the page stays true.
-#[cfg(all(doctest, not(loom)))]
+#[cfg(all(doctest, not(vspin_loom)))]
 #[doc = include_str!("../../../docs/tutorial.md")]
 pub struct TutorialDoctests;

@@ -12,7 +12,7 @@
 //!   [`RawSpinLock::new`] takes a word allocator. Each lock file therefore implements
 //!   [`ConstInit`] for its `Native` instance, next to its `new` (a struct literal with
 //!   [`Native::word`], a `const fn`): the only place that knows the lock's fields and initial
-//!   word. Under `--cfg loom` atomics are not `const`, so these impls and this module are absent
+//!   word. Under `--cfg vspin_loom` atomics are not `const`, so these impls and this module are absent
 //!   and the `loom` models build locks with `new`.
 //! - **`try_lock`** is [`RawSpinLock::try_lock`], written once per algorithm against the platform
 //!   like `lock`: a compare-exchange from the lock's idle state to "held by me" (`0 → 1` for TAS;

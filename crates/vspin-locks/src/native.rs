@@ -5,7 +5,7 @@
 //!
 //! | platform call | here |
 //! |---|---|
-//! | a shared word | an `AtomicU64` (a `loom` atomic under `--cfg loom`) |
+//! | a shared word | an `AtomicU64` (a `loom` atomic under `--cfg vspin_loom`) |
 //! | `fetch_add_field` (`xadd` on a sub-word) | `fetch_add` when the field reaches bit 63, else a CAS loop, so no carry leaks into the neighbouring fields |
 //! | `spin_until` (`cpu_relax()` loop) | re-load, `std::hint::spin_loop()` (PAUSE), at most `max_pauses` times |
 //! | `halt` / `kick` (HLT / `KVM_HC_KICK_CPU`) | `FUTEX_WAIT` / `FUTEX_WAKE` on the CPU's wake word (Linux only) |
@@ -32,8 +32,10 @@
 //!
 //! Such a thread has no queue node either, so in the three queued spinlocks it does what the
 //! kernel's CPUs do when their nodes run out (`queued_spin_lock_slowpath` past `MAX_NODES`): it
-//! spins until the whole lock word is zero (no holder, no pending bit, no queue) and tries to
-//! take it then. Under sustained contention that moment may not come, and it starves: with
+//! spins on the trylock and never queues. In the qspinlock and the 4.2 PV one that waits for the
+//! whole lock word to be zero (no holder, no pending bit, no queue); the 6.8 PV one's trylock
+//! steals (`pv_hybrid_queued_unfair_trylock`), so it waits only for the holder and the pending
+//! bit to clear. Under sustained contention the zero word may not come, and it starves: with
 //! every id but two held by idle threads, two threads with ids and one without, a review
 //! measured the one without at 1/25 to 1/3,400 of the others' acquisitions (2026-11-27, when
 //! there were 1,024 ids; hence the 8,192 of [`MAX_CPUS`]). The ticket locks,
@@ -98,9 +100,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-#[cfg(loom)]
+#[cfg(vspin_loom)]
 use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// The most threads that hold a CPU id at once: 8,192, the x86-64 kernel's largest `NR_CPUS`
@@ -112,10 +114,10 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 /// connection server easily has more. The queued spinlocks' 14-bit tail bounds it at 16,383.
 /// Under `loom` models, which run at most a few threads, the machine is kept tiny to keep
 /// executions cheap.
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 pub const MAX_CPUS: usize = 8192;
 const _: () = assert!(MAX_CPUS < 1 << 14, "a queued spinlock's tail holds a CPU id + 1 in 14 bits");
-#[cfg(loom)]
+#[cfg(vspin_loom)]
 pub const MAX_CPUS: usize = 4;
 
 /// Words of the PV qspinlock hash table: its kernel size for [`MAX_CPUS`] CPUs.
@@ -138,12 +140,12 @@ const SLEEPING: u32 = 2;
 #[repr(align(128))]
 struct WakeWord {
     state: AtomicU32,
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     futex: (loom::sync::Mutex<()>, loom::sync::Condvar),
 }
 
 impl WakeWord {
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     fn new() -> Self {
         WakeWord {
             state: AtomicU32::new(IDLE),
@@ -152,7 +154,7 @@ impl WakeWord {
     }
 
     /// The initializer of the `static` machine's wake-word array: each element is a fresh copy.
-    #[cfg(not(loom))]
+    #[cfg(not(vspin_loom))]
     #[allow(clippy::declare_interior_mutable_const)]
     const IDLE: WakeWord = WakeWord { state: AtomicU32::new(IDLE) };
 
@@ -174,7 +176,7 @@ impl WakeWord {
     }
 
     /// Sleep while the word holds `expected`; may return spuriously (signals).
-    #[cfg(all(target_os = "linux", not(loom)))]
+    #[cfg(all(target_os = "linux", not(vspin_loom)))]
     fn futex_wait(&self, expected: u32) {
         // SAFETY: FUTEX_WAIT reads the aligned 32-bit word we pass; a null timeout waits forever.
         unsafe {
@@ -188,7 +190,7 @@ impl WakeWord {
         }
     }
 
-    #[cfg(all(target_os = "linux", not(loom)))]
+    #[cfg(all(target_os = "linux", not(vspin_loom)))]
     fn futex_wake(&self) {
         // SAFETY: FUTEX_WAKE only uses the word's address as a key.
         unsafe {
@@ -197,15 +199,15 @@ impl WakeWord {
     }
 
     /// Without futexes a halt is a yield: a spurious return, which the lock code tolerates.
-    #[cfg(all(not(target_os = "linux"), not(loom)))]
+    #[cfg(all(not(target_os = "linux"), not(vspin_loom)))]
     fn futex_wait(&self, _expected: u32) {
         std::thread::yield_now();
     }
 
-    #[cfg(all(not(target_os = "linux"), not(loom)))]
+    #[cfg(all(not(target_os = "linux"), not(vspin_loom)))]
     fn futex_wake(&self) {}
 
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     fn futex_wait(&self, expected: u32) {
         let guard = self.futex.0.lock().unwrap();
         if self.state.load(Ordering::SeqCst) == expected {
@@ -213,7 +215,7 @@ impl WakeWord {
         }
     }
 
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     fn futex_wake(&self) {
         let _guard = self.futex.0.lock().unwrap();
         self.futex.1.notify_one();
@@ -250,7 +252,7 @@ pub struct Machine {
 }
 
 /// The process-wide machine that [`Native::default`] runs on.
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 pub static MACHINE: Machine = Machine::new();
 
 impl Machine {
@@ -258,7 +260,7 @@ impl Machine {
     /// (the rows of [`MAX_CPUS`] CPUs): make it a `static`, as [`MACHINE`] is (this is a `const
     /// fn`, and the all-zero `static` costs the binary nothing), not a value on a thread's stack,
     /// which a debug build may overflow (so does [`Default`]).
-    #[cfg(not(loom))]
+    #[cfg(not(vspin_loom))]
     pub const fn new() -> Self {
         Machine {
             per_cpu: [const { PerCpuRow([const { AtomicU64::new(0) }; PerCpuSlot::COUNT]) }; MAX_CPUS],
@@ -274,7 +276,7 @@ impl Machine {
     }
 
     /// An empty machine (loom atomics cannot be built in a `const fn`).
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     pub fn new() -> Self {
         use std::array::from_fn;
         Machine {
@@ -362,7 +364,7 @@ impl Machine {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 impl Default for Machine {
     fn default() -> Self {
         Machine::new()
@@ -385,11 +387,11 @@ impl Drop for Registrations {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 std::thread_local! {
     static REGISTRATIONS: Registrations = const { Registrations([const { Cell::new(None) }; MACHINES_PER_THREAD]) };
 }
-#[cfg(loom)]
+#[cfg(vspin_loom)]
 loom::thread_local! {
     static REGISTRATIONS: Registrations = Registrations([const { Cell::new(None) }; MACHINES_PER_THREAD]);
 }
@@ -398,14 +400,18 @@ loom::thread_local! {
 /// waited for.
 #[inline(always)]
 fn pause() {
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(vspin_loom))]
     std::hint::spin_loop();
 }
 
 /// Run a native platform future to completion. It is always `Ready` on the first poll (see the
 /// module docs), so this is a single poll with a no-op waker and no executor.
+///
+/// # Panics
+/// If `future` is not `Ready` on its first poll: it is for the [`Native`] platform's
+/// operations and the locks built on them, not for futures that wait on anything else.
 #[inline(always)]
 pub fn block_on<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
@@ -432,14 +438,14 @@ impl Native {
     }
 
     /// A shared word of this platform, in a `const` context (locks in `static`s, `INIT`).
-    #[cfg(not(loom))]
+    #[cfg(not(vspin_loom))]
     pub const fn word(init: u64) -> AtomicU64 {
         AtomicU64::new(init)
     }
 }
 
 /// The platform on the process-wide [`MACHINE`].
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 impl Default for Native {
     #[inline(always)]
     fn default() -> Self {
@@ -605,13 +611,13 @@ impl Platform for Native {
 
 /// `sched_yield`, or a model step under `loom`.
 fn yield_thread() {
-    #[cfg(loom)]
+    #[cfg(vspin_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(vspin_loom))]
     std::thread::yield_now();
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod tests {
     use super::*;
 

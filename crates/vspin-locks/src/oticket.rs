@@ -36,7 +36,7 @@ use crate::pv_ticket::{
     SPIN_THRESHOLD, TICKET_LOCK_INC, TICKET_SLOWPATH_FLAG,
 };
 use crate::ticket::{served_at_once, HEAD, TAIL};
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// The paper's constants (Figure 5, Linux 4.0).
@@ -49,6 +49,14 @@ pub const STOCK_SPIN: u8 = 0;
 pub const OPPORTUNISTIC_SPIN: u8 = 1;
 pub const LONGER_SPIN: u8 = 2;
 
+/// The four variants are this type with the paper's `SPIN` and `WAKE` (the aliases below); no
+/// other pair builds a lock:
+///
+/// ```compile_fail,E0080
+/// use vspin_locks::{mutex::NativeRaw, native::Native, oticket::OpportunisticTicketLock};
+/// // `WAKE = 0` would wake no waiter that halted.
+/// let m = vspin_locks::lock_api::Mutex::<NativeRaw<OpportunisticTicketLock<Native, 0, 0>>, u32>::new(0);
+/// ```
 pub struct OpportunisticTicketLock<P: Platform, const SPIN: u8, const WAKE: u64> {
     head_tail: P::Word,
 }
@@ -88,13 +96,15 @@ unsafe impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opp
         (OPPORTUNISTIC_SPIN, 1) => "oticket-spin-only",
         (STOCK_SPIN, OPPORTUNISTIC_WAKEUP_NCPU) => "oticket-wakeup-only",
         (LONGER_SPIN, 1) => "longer-spinning",
-        _ => panic!("only the four variants of the paper have a name: use the type aliases"),
+        // Checked wherever a lock is built (`new`, `INIT`): `WAKE = 0` would wake nobody.
+        _ => panic!("only the paper's four variants are locks (its type aliases): no other SPIN and WAKE"),
     };
     const FIFO: bool = true;
     type Contended = u64;
     type Waiters = u64;
 
     fn new(mem: &mut impl WordAlloc<P::Word>) -> Self {
+        let _variant_of_the_paper = Self::NAME;
         OpportunisticTicketLock { head_tail: mem.word(0) }
     }
 
@@ -127,13 +137,16 @@ unsafe impl<P: Platform, const SPIN: u8, const WAKE: u64> RawSpinLock<P> for Opp
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl<const SPIN: u8, const WAKE: u64> ConstInit for OpportunisticTicketLock<Native, SPIN, WAKE> {
-    const INIT: Self = OpportunisticTicketLock { head_tail: Native::word(0) };
+    const INIT: Self = {
+        let _variant_of_the_paper = <Self as RawSpinLock<Native>>::NAME;
+        OpportunisticTicketLock { head_tail: Native::word(0) }
+    };
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod tests {
     use super::*;
     use crate::native::block_on;

@@ -71,7 +71,7 @@
 //!   [`ticket`](crate::ticket) lock, the `xadd` on it is then one `fetch_add` on real threads
 //!   instead of a compare-exchange loop. The algorithm only reads and adds to the fields.
 use crate::platform::{Field, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// PAUSE iterations of timeout per queue position (`TIMEOUT_UNIT` in the authors' patch).
@@ -230,7 +230,7 @@ unsafe impl<P: Platform, const BITS: u32> RawSpinLock<P> for PreemptableTicketLo
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
     const INIT: Self = {
@@ -239,7 +239,7 @@ unsafe impl<const BITS: u32> ConstInit for PreemptableTicketLock<Native, BITS> {
     };
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod tests {
     use super::*;
     use crate::native::block_on;

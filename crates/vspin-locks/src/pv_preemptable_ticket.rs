@@ -30,7 +30,7 @@
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, WordAlloc};
 use crate::preemptable_ticket::{Layout, TIMEOUT_UNIT};
 use crate::pv_ticket::SPIN_THRESHOLD;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// The paravirtual preemptable ticket lock (module docs) with `BITS`-bit tickets, 2 to 20, as
@@ -143,7 +143,7 @@ unsafe impl<P: Platform, const BITS: u32> RawSpinLock<P> for PvPreemptableTicket
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl<const BITS: u32> ConstInit for PvPreemptableTicketLock<Native, BITS> {
     const INIT: Self = {

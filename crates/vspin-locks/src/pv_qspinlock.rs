@@ -81,7 +81,7 @@ use crate::qspinlock::{
     claim_and_pass, clear_pending, encode_tail, has_node, init_node, last_value, link_behind, queued_spin_trylock, successor,
     xchg_tail, LOCKED, LOCKED_PENDING, LOCKED_VAL, PENDING, PENDING_VAL, TAIL,
 };
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// `_Q_SLOW_VAL`: `locked` = 3 means "a queue head is hashed and halted: unlock must kick"
@@ -397,7 +397,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for PvQueuedSpinLock<Native> {
     const INIT: Self = PvQueuedSpinLock { val: Native::word(0) };

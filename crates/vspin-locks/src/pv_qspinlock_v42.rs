@@ -80,7 +80,7 @@ use crate::qspinlock::{
     claim_and_pass, encode_tail, has_node, init_node, last_value, link_behind, queued_spin_trylock, spin_on_trylock,
     xchg_tail, LOCKED, LOCKED_PENDING, LOCKED_VAL, TAIL,
 };
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// `GOLDEN_RATIO_PRIME_64` of Linux 4.2's `include/linux/hash.h` (`2^63 + 2^61 - 2^57 + 2^54 -
@@ -237,7 +237,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for PvQueuedSpinLockV42<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for PvQueuedSpinLockV42<Native> {
     const INIT: Self = PvQueuedSpinLockV42 { val: Native::word(0) };

@@ -29,7 +29,7 @@
 //! ```
 use crate::platform::{CpuId, CpuMask, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use crate::ticket::{served_at_once, HEAD, TAIL};
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// `SPIN_THRESHOLD` in `arch/x86/include/asm/spinlock.h` (Linux 3.12 – 4.1; unchanged in 6.8, where
@@ -185,13 +185,13 @@ unsafe impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for PvTicketLock<Native> {
     const INIT: Self = PvTicketLock { head_tail: Native::word(0) };
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(vspin_loom)))]
 mod tests {
     use super::*;
     use crate::native::{block_on, Native};

@@ -54,7 +54,7 @@
 //! is used and cited.
 use crate::platform::{CpuId, Field, PerCpuSlot, Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use std::convert::Infallible;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// `_Q_LOCKED_MASK`: the `locked` byte (`_Q_LOCKED_OFFSET = 0`, `_Q_LOCKED_BITS = 8`).
@@ -287,7 +287,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for QueuedSpinLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for QueuedSpinLock<Native> {
     const INIT: Self = QueuedSpinLock { val: Native::word(0) };

@@ -44,7 +44,7 @@
 //! a second, and the `fetch_or` form exceeds its branch limit even with two threads.
 use crate::platform::{Platform, RawSpinLock, SpinOutcome, Until, WordAlloc};
 use std::convert::Infallible;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// Xen's Viridian CPUID leaf 0x40000004 `EBX`: PAUSEs between two long-spin notifications.
@@ -111,7 +111,7 @@ unsafe impl<P: Platform, const YIELD_AFTER: u64> RawSpinLock<P> for TestAndSetLo
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl<const YIELD_AFTER: u64> ConstInit for TestAndSetLock<Native, YIELD_AFTER> {
     const INIT: Self = TestAndSetLock { word: Native::word(0) };

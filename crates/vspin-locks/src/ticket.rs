@@ -39,7 +39,7 @@
 //! `__ticket_lock_spinning`, so it is an unbounded spin; it is written here as one.
 use crate::platform::{Field, Platform, RawSpinLock, Until, WordAlloc};
 use std::convert::Infallible;
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 use crate::{mutex::ConstInit, native::Native};
 
 /// Bits of a ticket (see "Width" in the module docs).
@@ -103,7 +103,7 @@ unsafe impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(vspin_loom))]
 // SAFETY: the free lock, as `new` builds it.
 unsafe impl ConstInit for TicketLock<Native> {
     const INIT: Self = TicketLock { head_tail: Native::word(0) };

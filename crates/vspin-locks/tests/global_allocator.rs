@@ -9,7 +9,7 @@
 //!
 //! A lost wake-up would leave the allocating thread halted for good, and the test with it: a
 //! watchdog aborts the process with the lock's number after `DEADLINE`.
-#![cfg(not(loom))]
+#![cfg(not(vspin_loom))]
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

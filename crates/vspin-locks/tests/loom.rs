@@ -14,7 +14,7 @@
 //! kernel's 2^14 – 2^34 PAUSE thresholds end at once and the halt/kick slow paths are reached in
 //! a few steps; a PAUSE is a `loom` yield. Run with `scripts/loom.sh` (release build; under a
 //! minute on 2 cores, of which the models take about 12 s and the build the rest).
-#![cfg(loom)]
+#![cfg(vspin_loom)]
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
