@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+import vspin.sweeps
 from vspin.cli import main
 
 
@@ -17,6 +18,7 @@ def test_bench_locks_writes_a_plausible_report(tmp_path, capsys):
     assert report["config"]["warmup_s"] == 0.01 and report["config"]["pin"] == "none" and report["ns_per_iteration"] > 0
     assert 0 <= report["loop_cv"] < 1, "the busy loops vary by a share of their length"
     assert report["other_work_cores"] is None or report["other_work_cores"] >= 0
+    assert report["vspin"]["engine"] == vspin.sweeps.engine(), "which build measured"
     rows = report["results"]
     assert [(r["lock"], r["threads"]) for r in rows] == [
         ("oticket", 1), ("oticket", 2), ("parking_lot", 1), ("parking_lot", 2)]

@@ -47,11 +47,25 @@ MAX_SECONDS = 3600.0
 MIN_SECONDS = 0.001
 
 
+def build_stamp() -> dict:
+    """Which vspin measured: the package's version and the hash of its compiled core (the
+    ``engine`` of a sweep's store), so that reports from different builds can be told apart."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from vspin.sweeps import engine
+
+    try:
+        package = version("vspin")
+    except PackageNotFoundError:  # run from a source tree, not installed
+        package = "not installed"
+    return {"version": package, "engine": engine()}
+
+
 def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: int = 100,
                 think_ns: int = 200, locks: list[str] | None = None, warmup_s: float = 0.2,
                 pin: str = "none", cpu_max: tuple[int, int] | None = None) -> dict:
     """Run the benchmark; returns ``{"machine", "config", "results", "uncontended_ns", "ns_per_iteration", "loop_cv",
-    "other_work_cores"}``.
+    "other_work_cores", "vspin"}`` (``vspin``: :func:`build_stamp`).
 
     ``threads`` defaults to 1, cores, 2x, 4x and 8x cores; ``locks`` to all of ``lock_names()``.
     Each point counts acquisitions over ``seconds`` after ``warmup_s`` of running. ``pin`` is one
@@ -85,6 +99,7 @@ def bench_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns: i
         try:
             report = json.loads(_core.bench_locks_json(json.dumps(config)))
             report["other_work_cores"] = others
+            report["vspin"] = build_stamp()
             return report
         except ValueError as e:  # the core's own check, naming its field (`cs_ns` out of range, ...)
             raise BenchConfigError(str(e)) from None
