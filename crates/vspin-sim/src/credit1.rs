@@ -426,8 +426,12 @@ impl Sim {
         let cur = self.pcpus[p as usize].curr;
         let preempt = cur.is_none_or(|c| self.pri(v) > self.pri(c));
         let idler = cur.and_then(|_| self.idle_pcpu_for(v, p));
-        if preempt {
-            self.schedule(p);
+        // `__runq_tickle` raises SCHEDULE_SOFTIRQ: on the waker's own pCPU it runs on the way
+        // out of the hypercall, which a kick's handler then finishes first (`resched_curr`).
+        match (preempt, cur) {
+            (true, Some(_)) => self.resched_curr(p),
+            (true, None) => self.schedule(p),
+            (false, _) => {}
         }
         if let Some(i) = idler {
             self.credit1_mut().last_tickle = i;
