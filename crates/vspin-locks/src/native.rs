@@ -259,8 +259,10 @@ impl Machine {
     /// An empty machine: no CPU id taken, every slot, mask and wake word zero. It is 2.5 MiB
     /// (the rows of [`MAX_CPUS`] CPUs): make it a `static`, as [`MACHINE`] is (this is a `const
     /// fn`, and the all-zero `static` costs the binary nothing), not a value on a thread's stack,
-    /// which a debug build may overflow (so does [`Default`]).
+    /// which a debug build may overflow. For that reason it has no `Default`, which would
+    /// return one by value.
     #[cfg(not(vspin_loom))]
+    #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         Machine {
             per_cpu: [const { PerCpuRow([const { AtomicU64::new(0) }; PerCpuSlot::COUNT]) }; MAX_CPUS],
@@ -361,13 +363,6 @@ impl Machine {
             })
             // The thread is exiting and its registrations are gone.
             .unwrap_or(OVERFLOW_CPU)
-    }
-}
-
-#[cfg(not(vspin_loom))]
-impl Default for Machine {
-    fn default() -> Self {
-        Machine::new()
     }
 }
 
