@@ -36,6 +36,8 @@ pub struct ITicketLock<P: Platform> {
     head_tail: P::Word,
 }
 
+debug_by_name!(ITicketLock<P>);
+
 impl<P: Platform> ITicketLock<P> {
     /// A waiter of this lock had to halt: spin twice as long next time.
     async fn double_threshold(&self, p: &P) {

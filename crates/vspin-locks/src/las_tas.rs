@@ -48,6 +48,8 @@ pub struct LasTasLock<P: Platform> {
     since: P::Word,
 }
 
+debug_by_name!(LasTasLock<P>);
+
 impl<P: Platform> LasTasLock<P> {
     /// Step 1: `None` without a slice page; else whether the slice left outlasts the longest
     /// hold.

@@ -98,6 +98,19 @@
 //! // SAFETY: this thread holds the lock.
 //! block_on(unsafe { lock.unlock(&cpu) });
 //! ```
+
+/// `Debug` for a raw lock, as its scenario name: the words it holds are other threads' to change
+/// while it is printed, and a struct that embeds a lock can derive `Debug`.
+macro_rules! debug_by_name {
+    ($lock:ident<P $(, const $param:ident: $ty:ty)*>) => {
+        impl<P: $crate::platform::Platform $(, const $param: $ty)*> std::fmt::Debug for $lock<P $(, $param)*> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(<Self as $crate::platform::RawSpinLock<P>>::NAME)
+            }
+        }
+    };
+}
+
 pub mod iticket;
 pub mod las_tas;
 #[cfg(not(vspin_loom))]
@@ -136,3 +149,21 @@ pub use ticket::TicketLock;
 #[cfg(all(doctest, not(vspin_loom)))]
 #[doc = include_str!("../../../docs/tutorial.md")]
 pub struct TutorialDoctests;
+
+#[cfg(all(test, not(vspin_loom)))]
+mod tests {
+    use super::*;
+    use crate::{mutex::ConstInit, native::Native};
+
+    #[test]
+    fn a_raw_lock_prints_as_its_scenario_name() {
+        let shown = [
+            format!("{:?}", TicketLock::<Native>::INIT),
+            format!("{:?}", OTicketLock::<Native>::INIT),
+            format!("{:?}", PreemptableTicketLock::<Native>::INIT),
+            format!("{:?}", TasYieldLock::<Native>::INIT),
+            format!("{:?}", PvQueuedSpinLockV42::<Native>::INIT),
+        ];
+        assert_eq!(shown, ["ticket", "oticket", "preemptable-ticket", "tas-yield", "pv-qspinlock-v4.2"]);
+    }
+}

@@ -61,6 +61,8 @@ pub struct OpportunisticTicketLock<P: Platform, const SPIN: u8, const WAKE: u64>
     head_tail: P::Word,
 }
 
+debug_by_name!(OpportunisticTicketLock<P, const SPIN: u8, const WAKE: u64>);
+
 /// OTICKET: opportunistic spinning and opportunistic wake-up.
 pub type OTicketLock<P> = OpportunisticTicketLock<P, OPPORTUNISTIC_SPIN, OPPORTUNISTIC_WAKEUP_NCPU>;
 /// The paper's "opportunistic spinning only" (Figure 6).

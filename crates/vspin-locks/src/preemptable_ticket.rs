@@ -174,6 +174,8 @@ pub struct PreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     timeout_unit: u64,
 }
 
+debug_by_name!(PreemptableTicketLock<P, const BITS: u32>);
+
 impl<P: Platform, const BITS: u32> PreemptableTicketLock<P, BITS> {
     /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
     pub const fn with_timeout_unit(mut self, t: u64) -> Self {

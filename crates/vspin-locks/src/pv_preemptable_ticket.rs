@@ -41,6 +41,8 @@ pub struct PvPreemptableTicketLock<P: Platform, const BITS: u32 = 16> {
     halt_after: u64,
 }
 
+debug_by_name!(PvPreemptableTicketLock<P, const BITS: u32>);
+
 impl<P: Platform, const BITS: u32> PvPreemptableTicketLock<P, BITS> {
     /// Use `t` PAUSE iterations of timeout per queue position instead of [`TIMEOUT_UNIT`].
     pub const fn with_timeout_unit(mut self, t: u64) -> Self {

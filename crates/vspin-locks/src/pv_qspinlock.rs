@@ -183,6 +183,8 @@ pub struct PvQueuedSpinLock<P: Platform> {
     val: P::Word,
 }
 
+debug_by_name!(PvQueuedSpinLock<P>);
+
 impl<P: Platform> PvQueuedSpinLock<P> {
     /// `pv_hybrid_queued_unfair_trylock` (`queued_spin_trylock` in the PV slow path): steal the
     /// lock whenever `locked` and `pending` are clear; keep trying while waiters are queued but

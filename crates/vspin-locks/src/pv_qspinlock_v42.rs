@@ -92,6 +92,8 @@ pub struct PvQueuedSpinLockV42<P: Platform> {
     val: P::Word,
 }
 
+debug_by_name!(PvQueuedSpinLockV42<P>);
+
 impl<P: Platform> PvQueuedSpinLockV42<P> {
     /// `pv_wait_node(node)`: spin `SPIN_THRESHOLD` times for head-ship (`node->locked`), then
     /// mark this node halted and halt until kicked; a wake-up without head-ship spins again.

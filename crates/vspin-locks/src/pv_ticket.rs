@@ -144,6 +144,8 @@ pub struct PvTicketLock<P: Platform> {
     head_tail: P::Word,
 }
 
+debug_by_name!(PvTicketLock<P>);
+
 // SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
 // `loom` models.
 unsafe impl<P: Platform> RawSpinLock<P> for PvTicketLock<P> {

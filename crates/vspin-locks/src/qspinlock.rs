@@ -191,6 +191,8 @@ pub struct QueuedSpinLock<P: Platform> {
     val: P::Word,
 }
 
+debug_by_name!(QueuedSpinLock<P>);
+
 impl<P: Platform> QueuedSpinLock<P> {
     /// The pending-bit fast path of `queued_spin_lock_slowpath`, from the word `val` that the
     /// failed fast-path `cmpxchg` saw. True if this CPU took the lock through `pending`; false if

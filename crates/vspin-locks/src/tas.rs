@@ -57,6 +57,8 @@ pub struct TestAndSetLock<P: Platform, const YIELD_AFTER: u64> {
     word: P::Word,
 }
 
+debug_by_name!(TestAndSetLock<P, const YIELD_AFTER: u64>);
+
 /// Linux's `virt_spin_lock`: waiters spin until the lock is free.
 pub type TasLock<P> = TestAndSetLock<P, NEVER>;
 /// The Windows guest lock under Xen: waiters yield after every 2047 PAUSEs.

@@ -66,6 +66,8 @@ pub struct TicketLock<P: Platform> {
     head_tail: P::Word,
 }
 
+debug_by_name!(TicketLock<P>);
+
 // SAFETY: mutual exclusion is the protocol above, checked by the interleaving tests and the
 // `loom` models.
 unsafe impl<P: Platform> RawSpinLock<P> for TicketLock<P> {
