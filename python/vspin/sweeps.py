@@ -309,7 +309,8 @@ class Store:
             # DuckDB takes these for a database in memory (`:memory:`, `:default:`) or a remote
             # one, which would keep nothing here.
             raise ScenarioError(f"store {str(path)!r}: a store is a file that keeps the runs; give its path, e.g. runs.duckdb")
-        self._path = path
+        # What every DuckDB failure raises (the package is imported here, when a store is used).
+        self._path, self._error = path, duckdb.Error
         try:
             self._db = duckdb.connect(str(path))
         except duckdb.Error as e:
@@ -343,34 +344,28 @@ class Store:
 
     def found(self, canonicals: list[str]) -> dict[int, str]:
         """The stored result JSON, by index, of those scenarios run by this process's engine."""
-        import duckdb
-
         found = {}
         try:
             for i, text in enumerate(canonicals):
                 row = self._db.execute("SELECT result FROM runs WHERE key = ? AND engine = ?", [_key(text), engine()]).fetchone()
                 if row is not None:
                     found[i] = row[0]
-        except duckdb.Error as e:
+        except self._error as e:
             raise self._failed("read it (is the file damaged?)", e) from None
         return found
 
     def put(self, canonical: str, ran_on: str, result: str) -> None:
-        import duckdb
-
         try:
             self._db.execute("INSERT OR REPLACE INTO runs (key, engine, scenario, result) VALUES (?, ?, ?, ?)",
                              [_key(canonical), ran_on, canonical, result])
-        except duckdb.Error as e:
+        except self._error as e:
             # Each run is committed alone: those stored before this one stay.
             raise ScenarioError(f"{self._failed('keep a run', e)}; the runs stored before it are kept") from None
 
     def close(self) -> None:
-        import duckdb
-
         try:
             self._db.close()
-        except duckdb.Error as e:
+        except self._error as e:
             raise self._failed("close it", e) from None
 
 
@@ -389,10 +384,15 @@ def _execute(todo: list[tuple[int, str]], workers: int | None, executor: Any) ->
         yield from pool.imap_unordered(run_canonical, todo)
 
 
+def _not_an_executor(executor: Any) -> ScenarioError:
+    return ScenarioError(f"executor: expected a distributed.Client or a scheduler address like 'tcp://host:8786', "
+                         f"got {executor!r}")
+
+
 def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[int, str, str]]:
+    # Named before the import, so that a wrong value is not reported as a missing package.
     if not isinstance(executor, str) and type(executor).__name__ != "Client":
-        raise ScenarioError(f"executor: expected a distributed.Client or a scheduler address like "
-                            f"'tcp://host:8786', got {executor!r}")
+        raise _not_an_executor(executor)
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -405,7 +405,7 @@ def _execute_dask(todo: list[tuple[int, str]], executor: Any) -> Iterator[tuple[
     else:
         client = executor
     if not isinstance(client, Client):
-        raise ScenarioError(f"executor: expected a distributed.Client or a scheduler address like 'tcp://host:8786', got {executor!r}")
+        raise _not_an_executor(executor)
     try:
         futures = client.map(run_canonical, todo, pure=False)
         for future in as_completed(futures):

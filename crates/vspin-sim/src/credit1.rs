@@ -428,10 +428,8 @@ impl Sim {
         let idler = cur.and_then(|_| self.idle_pcpu_for(v, p));
         // `__runq_tickle` raises SCHEDULE_SOFTIRQ: on the waker's own pCPU it runs on the way
         // out of the hypercall, which a kick's handler then finishes first (`resched_curr`).
-        match (preempt, cur) {
-            (true, Some(_)) => self.resched_curr(p),
-            (true, None) => self.schedule(p),
-            (false, _) => {}
+        if preempt {
+            self.resched_curr(p);
         }
         if let Some(i) = idler {
             self.credit1_mut().last_tickle = i;

@@ -484,11 +484,12 @@ impl Sim {
         self.resched_curr(p);
     }
 
-    /// `resched_curr`: `p`'s current vCPU is switched out now, unless it is running a kick's
-    /// handler (`kick_sent`), which is only marked and switches at the handler's end.
+    /// `resched_curr`: `p` picks again now (an idle `p` at once), unless its current vCPU is
+    /// running a kick's handler (`kick_sent`), which is only marked and switches at the handler's
+    /// end.
     pub(crate) fn resched_curr(&mut self, p: u32) {
         if let Some((kicker_pcpu, marked)) = self.kick_handler.as_mut() {
-            if *kicker_pcpu == p {
+            if *kicker_pcpu == p && self.pcpus[p as usize].curr.is_some() {
                 *marked = true;
                 return;
             }
@@ -515,8 +516,7 @@ impl Sim {
         }
         match self.pcpus[p as usize].curr {
             Some(c) if !self.pcpus[p as usize].need_resched => self.preempt_if_newcomer_wins(p, c, v),
-            Some(_) => self.resched_curr(p),
-            None => self.schedule(p),
+            _ => self.resched_curr(p),
         }
         self.maybe_arm_tick(p);
     }
