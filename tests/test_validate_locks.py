@@ -258,16 +258,18 @@ def test_validate_locks_rejects_bad_options_naming_them(tmp_path, capsys, docs):
     err = capsys.readouterr().err
     assert "--threads" in err and "1..=256" in err
     assert main(["validate-locks", "--seconds", "inf", "--json", out]) == 2
-    assert "--seconds" in capsys.readouterr().err
+    assert "--seconds: inf is out of range; allowed 0.001..=3600" in capsys.readouterr().err
+    assert main(["validate-locks", "--warmup", "3000", "--seconds", "601", "--json", out]) == 2
+    assert "--warmup and --seconds: 3000 + 601 s is out of range" in capsys.readouterr().err
     # A report missing what re-predicting needs is named, not a traceback.
     (tmp_path / "partial.json").write_text(json.dumps({**stored, "config": {k: v for k, v in stored["config"].items()
                                                                               if k != "cs_ns"}}))
     assert main(["validate-locks", "--measured", str(tmp_path / "partial.json"), "--json", out]) == 2
     err = capsys.readouterr().err
     assert "config lacks cs_ns" in err and "Traceback" not in err
-    for key, value, message in (("cs_ns", "a", "config.cs_ns 'a' is not a number; allowed 1..=1e+09"),
-                                ("seconds", 0, "config.seconds 0 is out of range; allowed 0.001..=3600"),
-                                ("host_hz", 1e9, "config.host_hz 1000000000.0 is out of range; allowed 10..=10000"),
+    for key, value, message in (("cs_ns", "a", "config.cs_ns: 'a' is not a number; allowed 1..=1e+09"),
+                                ("seconds", 0, "config.seconds: 0 is out of range; allowed 0.001..=3600"),
+                                ("host_hz", 1e9, "config.host_hz: 1000000000.0 is out of range; allowed 10..=10000"),
                                 ("threads", [2, 0], "config.threads [2, 0] is not a non-empty list of positive integers")):
         (tmp_path / "typed.json").write_text(json.dumps({**stored, "config": {**stored["config"], key: value}}))
         assert main(["validate-locks", "--measured", str(tmp_path / "typed.json"), "--json", out]) == 2

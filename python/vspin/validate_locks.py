@@ -357,24 +357,10 @@ def validate_locks(threads: list[int] | None = None, seconds: float = 1.0, cs_ns
     _check_seeds(seeds)
     if pin not in PINS:
         raise ValidationError(f"--pin: unknown placement {pin!r}; allowed: {', '.join(PINS)}")
-    if not warmup_s >= 0:
-        raise ValidationError(f"--warmup: must be a number >= 0, got {warmup_s}")
-    for name, value in (("--cs-ns", cs_ns), ("--think-ns", think_ns)):
-        if not value >= 1:
-            raise ValidationError(f"{name}: the simulator's workload needs a length of at least 1 ns (its "
-                                  f"resolution), got {value}")
-        if value > MAX_LOOP_NS:
-            raise ValidationError(f"{name}: {value} is out of range; allowed 1..={MAX_LOOP_NS} (ns of busy loop)")
-    if host_hz is not None and not 10 <= host_hz <= 10000:
-        raise ValidationError(f"--host-hz: {host_hz} is out of range; allowed 10..=10000")
-    if not MIN_SECONDS <= seconds <= MAX_SECONDS:
-        raise ValidationError(f"--seconds: must be a number in [{MIN_SECONDS:g}, {MAX_SECONDS:g}], got {seconds}")
-    if not math.isfinite(warmup_s):
-        raise ValidationError(f"--warmup: must be a finite number >= 0, got {warmup_s}")
-    if warmup_s + seconds > MAX_SECONDS:
-        # The prediction simulates the warm-up and the window, at most one simulated hour.
-        raise ValidationError(f"--warmup and --seconds: {warmup_s:g} + {seconds:g} s is out of range; "
-                              f"allowed at most {MAX_SECONDS:g} s together (one simulated hour)")
+    given = {"seconds": seconds, "warmup_s": warmup_s, "cs_ns": cs_ns, "think_ns": think_ns}
+    if host_hz is not None:
+        given["host_hz"] = host_hz
+    _check_config_limits(given, report=None)
     # The benchmark's default counts go to 8x the cores (`vspin bench-locks`); the prediction
     # simulates each count as one VM's vCPUs. Say so now, not after the benchmark.
     counts = threads if threads is not None else default_threads()
@@ -478,6 +464,39 @@ def host_cost_drift(before: dict, after: dict) -> list[dict]:
     return drift
 
 
+#: The limits of the measuring options, by the report's config key: the option, the range, and
+#: why. ``validate_locks`` checks its options against them and ``repredict`` a report's config,
+#: so a report that could not have been measured is not predicted either. The prediction
+#: simulates the warm-up and the window together, at most one simulated hour (checked apart).
+CONFIG_LIMITS = (
+    ("seconds", "--seconds", MIN_SECONDS, MAX_SECONDS, "s of measuring window"),
+    ("warmup_s", "--warmup", 0, MAX_SECONDS, "s of warm-up"),
+    ("host_hz", "--host-hz", 10, 10000, "the kernel's CONFIG_HZ"),
+    ("cs_ns", "--cs-ns", 1, MAX_LOOP_NS, "ns of busy loop; the simulator's workload resolves 1 ns"),
+    ("think_ns", "--think-ns", 1, MAX_LOOP_NS, "ns of busy loop; the simulator's workload resolves 1 ns"),
+)
+
+
+def _check_config_limits(values: dict, report: str | None) -> None:
+    """Check ``values`` (config key → value; keys left out are not checked) against
+    ``CONFIG_LIMITS``. An error names the option, or with ``report`` (the option that gave the
+    report) the report's config key."""
+    def name(key: str, option: str) -> str:
+        return option if report is None else f"{report}: config.{key}"
+    for key, option, low, high, unit in CONFIG_LIMITS:
+        if key not in values:
+            continue
+        x = values[key]
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            raise ValidationError(f"{name(key, option)}: {x!r} is not a number; allowed {low:g}..={high:g} ({unit})")
+        if not low <= x <= high:
+            raise ValidationError(f"{name(key, option)}: {x!r} is out of range; allowed {low:g}..={high:g} ({unit})")
+    if values["warmup_s"] + values["seconds"] > MAX_SECONDS:
+        both = "--warmup and --seconds" if report is None else f"{report}: config.warmup_s and config.seconds"
+        raise ValidationError(f"{both}: {values['warmup_s']:g} + {values['seconds']:g} s is out of range; allowed at "
+                              f"most {MAX_SECONDS:g} s together (one simulated hour)")
+
+
 def _check_seeds(seeds: int) -> None:
     if not isinstance(seeds, int) or seeds < 1:
         raise ValidationError(f"--seeds: must be an integer of at least 1, got {seeds}")
@@ -521,15 +540,7 @@ def repredict(measured: dict, workers: int | None = None, host_scheduler: str | 
     if missing:
         raise ValidationError(f"--measured: config lacks {', '.join(missing)}; a validate-locks report has "
                               f"{', '.join(REPORT_CONFIG_KEYS)}")
-    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731
-    # The limits the options have when measuring (`validate_locks`), named as the report's fields.
-    for key, low, high in (("seconds", MIN_SECONDS, MAX_SECONDS), ("warmup_s", 0, MAX_SECONDS), ("host_hz", 10, 10000),
-                           ("cs_ns", 1, MAX_LOOP_NS), ("think_ns", 1, MAX_LOOP_NS)):
-        if not number(config[key]) or not low <= config[key] <= high:
-            what = "out of range" if number(config[key]) else "not a number"
-            raise ValidationError(f"--measured: config.{key} {config[key]!r} is {what}; allowed {low:g}..={high:g}")
-    if config["warmup_s"] + config["seconds"] > MAX_SECONDS:
-        raise ValidationError(f"--measured: config.warmup_s + config.seconds is over {MAX_SECONDS:g} s (one simulated hour)")
+    _check_config_limits({key: config[key] for key, *_ in CONFIG_LIMITS}, report="--measured")
     threads = config["threads"]
     if not isinstance(threads, list) or not threads or not all(
             isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in threads):

@@ -89,16 +89,21 @@ impl Sim {
         vc.pv_unhalted || Self::has_deliverable_ipis(vc) || matches!(vc.act, Act::Halted(HaltReason::Idle { wake_at }) if wake_at <= now)
     }
 
-    /// Whether a guest tick has come since the vCPU executed HLT in a PV lock's slow path with
-    /// interrupts on (`safe_halt`), up to `now`: its interrupt ends the halt. One that came during
-    /// the HLT exit is pending at `vcpu_block` (`apic_timer_expired` raised it, and
-    /// `kvm_vcpu_check_block` finds it); with interrupts off no tick ends the halt.
-    pub(crate) fn tick_since_hlt(&self, v: u32, now: Time) -> bool {
+    /// The guest tick that ends a halt in a PV lock's slow path with interrupts on (`safe_halt`):
+    /// the first of the VM's grid after the HLT. One that comes during the HLT exit is pending at
+    /// `vcpu_block` (`apic_timer_expired` raised it, and `kvm_vcpu_check_block` finds it). With
+    /// interrupts off the tick wakes the vCPU thread, which finds nothing it may inject and
+    /// blocks again (not charged): no tick ends the halt. Other halts end at no tick.
+    fn halt_ending_tick(&self, v: u32) -> Option<Time> {
         let vc = &self.vcpus[v as usize];
         let vm = &self.vms[vc.vm as usize];
-        matches!(vc.act, Act::Halted(HaltReason::LockWait))
-            && !vc.irqs_off
-            && next_guest_tick(vc.hlt_at, vm.guest_tick_ns, vm.guest_tick_phase_ns) <= now
+        (matches!(vc.act, Act::Halted(HaltReason::LockWait)) && !vc.irqs_off)
+            .then(|| next_guest_tick(vc.hlt_at, vm.guest_tick_ns, vm.guest_tick_phase_ns))
+    }
+
+    /// Whether the tick that ends the vCPU's halt (`halt_ending_tick`) has come, up to `now`.
+    pub(crate) fn tick_since_hlt(&self, v: u32, now: Time) -> bool {
+        self.halt_ending_tick(v).is_some_and(|tick| tick <= now)
     }
 
     /// A poll ends without a wake-up having reached it while it ran (its pCPU wants another
@@ -139,20 +144,13 @@ impl Sim {
     /// halt is a `safe_halt`; with interrupts off, a `halt` that no tick ends), the idle sleep's
     /// end in guest idle.
     fn arm_halt_timer(&mut self, v: u32, reason: HaltReason) {
-        let now = self.now;
-        let vc = &mut self.vcpus[v as usize];
         let timer = match reason {
-            // With interrupts off the tick wakes the vCPU thread, which finds nothing it may
-            // inject and blocks again (not charged): the halt goes on.
-            HaltReason::LockWait if vc.irqs_off => None,
-            HaltReason::LockWait => {
-                let vm = &self.vms[vc.vm as usize];
-                Some(next_guest_tick(now, vm.guest_tick_ns, vm.guest_tick_phase_ns))
-            }
+            HaltReason::LockWait => self.halt_ending_tick(v),
             // A sleep with no end waits for a wake-up IPI alone.
             HaltReason::Idle { wake_at } => (wake_at != Time::MAX).then_some(wake_at),
             HaltReason::Finished => None,
         };
+        let vc = &mut self.vcpus[v as usize];
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         if let Some(at) = timer {
             self.q.push(at, Event::GuestTimer { vcpu: v, gen: vc.timer_gen });
