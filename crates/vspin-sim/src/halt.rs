@@ -63,7 +63,9 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
         if tick_came || Self::wake_pending(vc, now) {
+            // Runnable anyway: `vcpu_block` skips `kvm_vcpu_halt` and consumes the kick.
             vc.halt_started = None;
+            vc.pv_unhalted = false;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
             self.handle_pending_ipis(v, false);
             return;
@@ -197,6 +199,7 @@ impl Sim {
     /// wake-up or context switch to pay.
     pub(crate) fn poll_succeeds(&mut self, v: u32) {
         self.stop_segment(v);
+        self.leave_halt(v, self.now);
         let vc = &mut self.vcpus[v as usize];
         vc.timer_gen = vc.timer_gen.wrapping_add(1);
         vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
@@ -213,15 +216,25 @@ impl Sim {
         self.block_after_poll(v);
     }
 
-    /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted.
-    fn adapt_halt_poll(&mut self, v: u32) {
+    /// The vCPU thread leaves `kvm_vcpu_halt` at `at`, its poll successful or its block over
+    /// (back on its pCPU), and goes on to the VM entry: `kvm_vcpu_halt` adapts the next poll
+    /// from how long this halt lasted, and x86 `vcpu_block` consumes a pending kick
+    /// (`pv_unhalted`; one that lands during the entry stays for the next halt).
+    pub(crate) fn leave_halt(&mut self, v: u32, at: Time) {
+        self.vcpus[v as usize].pv_unhalted = false;
+        self.adapt_halt_poll(v, at);
+    }
+
+    /// `kvm_vcpu_halt`'s adaptation of the next poll from how long this halt lasted, up to `at`
+    /// (`halt_ns`: from the end of the HLT exit to the thread's return, without the entry).
+    fn adapt_halt_poll(&mut self, v: u32, at: Time) {
         let c = &self.halt_poll;
         if c.max_ns == 0 {
             return;
         }
         let vc = &mut self.vcpus[v as usize];
         let Some(started) = vc.halt_started.take() else { return };
-        let (halted, poll) = (self.now - started, vc.halt_poll_ns);
+        let (halted, poll) = (at - started, vc.halt_poll_ns);
         vc.halt_poll_ns = if halted <= poll {
             poll
         } else if poll > 0 && halted > c.max_ns {
@@ -238,11 +251,8 @@ impl Sim {
 
     /// The vCPU runs again after a halt.
     pub(crate) fn halt_returns(&mut self, v: u32, reason: HaltReason) {
-        self.adapt_halt_poll(v);
         let now = self.now;
         let vc = &mut self.vcpus[v as usize];
-        // Leaving HLT consumes a pending kick whatever the halt was for.
-        vc.pv_unhalted = false;
         let kicked = std::mem::take(&mut vc.kicked);
         match reason {
             HaltReason::LockWait => {
@@ -415,6 +425,35 @@ mod tests {
     }
 
     #[test]
+    fn a_kick_that_lands_during_the_entry_after_a_halt_ends_the_next_halt_at_once() {
+        // x86 `vcpu_block` clears `pv_unhalted` when the thread leaves `kvm_vcpu_halt`, before
+        // the entry: a kick that lands during the entry is still pending at the next HLT.
+        let mut s = at_the_end_of_a_hlt_exit(HaltReason::LockWait);
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Blocked);
+        s.now += 1_000;
+        s.kick(0);
+        s.schedule(0);
+        assert_eq!(s.pcpus[0].curr, Some(0), "woken by the kick, back on its pCPU");
+        assert!(!s.vcpus[0].pv_unhalted, "consumed by this halt, before the entry");
+        assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.after == After::Nothing), "switching in and entering");
+        s.now += 100;
+        s.kick(0);
+        assert!(s.vcpus[0].pv_unhalted, "a second kick, during the entry");
+        let hw = s.vcpus[0].host_work.expect("still entering");
+        s.now += hw.remaining;
+        s.vcpus[0].host_work = None;
+        s.halt_returns(0, HaltReason::LockWait);
+        assert!(s.vcpus[0].pv_unhalted, "the halt that returned does not consume it");
+        s.start_halt(0, HaltReason::LockWait);
+        s.vcpus[0].host_work = None;
+        s.vcpu_block(0);
+        assert_eq!(s.vcpus[0].host, HostState::Running, "the next halt returns at once");
+        assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.remaining == s.costs.vm_entry));
+        assert!(!s.vcpus[0].pv_unhalted, "and consumes it");
+    }
+
+    #[test]
     fn a_vcpu_halted_for_a_lock_is_woken_by_its_next_guest_tick_without_a_kick() {
         // The PV lock slow path halts with `safe_halt` (interrupts on, kernel-mechanisms.md
         // §1.4): the guest's own timer tick ends the halt even if no kick comes.
@@ -517,7 +556,7 @@ mod tests {
         let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
         s.now = 1_000_000 + halted;
         (s.vcpus[0].halt_poll_ns, s.vcpus[0].halt_started) = (poll, Some(1_000_000));
-        s.adapt_halt_poll(0);
+        s.adapt_halt_poll(0, s.now);
         s.vcpus[0].halt_poll_ns
     }
 
@@ -529,6 +568,28 @@ mod tests {
         assert_eq!(poll_after(160_000, 190_000), 320_000, "capped by max_ns only at the next halt");
         assert_eq!(poll_after(20_000, 300_000), 0, "halt_poll_ns_shrink = 0: a halt past max_ns resets it");
         assert_eq!(poll_after(0, 300_000), 0, "no poll and a long halt: stays off");
+    }
+
+    #[test]
+    fn a_halt_is_measured_to_the_threads_return_not_to_its_entry() {
+        // `kvm_vcpu_halt` takes `halt_ns` when the poll or the block ends; the entry follows.
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\npin = \"1:1\"\nlock = \"tas\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
+        let reason = HaltReason::Idle { wake_at: 1_000_000 };
+        halting_alone(&mut s, 1, 1);
+        s.vcpu_block(1);
+        let poll = s.vcpus[1].halt_poll_ns;
+        assert!(s.polling(1) && poll > 0);
+        s.now += poll - 1;
+        s.deliver_ipi(0, 1);
+        assert!(!s.polling(1), "the IPI ended the poll");
+        let hw = s.vcpus[1].host_work.expect("the entry, with the IPI's injection");
+        assert!(hw.remaining >= s.costs.vm_entry && s.costs.vm_entry > 1);
+        s.now += hw.remaining;
+        s.stop_segment(1);
+        s.vcpus[1].host_work = None;
+        s.halt_returns(1, reason);
+        assert_eq!(s.vcpus[1].halt_poll_ns, poll, "a halt the poll covered keeps it, though the entry ran past the poll");
     }
 
     #[test]

@@ -292,10 +292,16 @@ impl Sim {
         // (an exit being handled) finishes that work first, and it ends in the entry.
         let reentry = if vc.host_work.is_none() { entry } else { 0 };
         vc.woken_by_ipi = false;
-        let cost = switch + reentry + idle_exit + if std::mem::take(&mut vc.woken) { wakeup } else { 0 };
+        let woken = std::mem::take(&mut vc.woken);
+        let back_from_block = switch + idle_exit + if woken { wakeup } else { 0 };
+        let cost = back_from_block + reentry;
         match vc.host_work.as_mut() {
             Some(hw) => hw.remaining += cost,
             None => vc.host_work = Some(HostWork { remaining: cost, after: After::Nothing }),
+        }
+        if woken {
+            // Back from its halt's block, the thread leaves `kvm_vcpu_halt` before its entry.
+            self.leave_halt(v, now + back_from_block);
         }
         if !self.ipi_acks[v as usize].is_empty() {
             self.resume_acks(v, cost);

@@ -1247,9 +1247,10 @@ mod tests {
             .filter_map(|(at, e)| matches!(e, crate::engine::Event::SendHandled { vcpu: 0 }).then_some(at))
             .collect();
         assert_eq!(handled, vec![s.now]);
-        assert!(!s.vcpus[1].pv_unhalted, "not before the handler ends");
+        assert!(!s.vcpus[1].kicked, "not before the handler ends");
         s.send_handled(0);
-        assert!(s.vcpus[1].pv_unhalted && s.vcpus[1].host != HostState::Blocked, "kicked at the switch");
+        // The idle pCPU runs it at once, and its `vcpu_block` consumes `pv_unhalted`.
+        assert!(s.vcpus[1].kicked && s.vcpus[1].host != HostState::Blocked, "kicked at the switch");
         assert_eq!(s.vcpus[0].host_work.map(|hw| (hw.remaining, hw.after)), Some((s.costs.vm_entry, After::Nothing)));
         assert_eq!(s.vcpus[0].counters.directed_yields, 0, "no kvm_sched_yield from a vCPU leaving its pCPU");
         s.send_handled(0);

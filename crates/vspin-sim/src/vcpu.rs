@@ -131,7 +131,10 @@ pub(crate) struct Vcpu {
     /// vCPU woken from HLT is runnable but not preempted.
     pub preempted: bool,
     /// `vcpu->arch.pv.pv_unhalted`: set by a PV kick (`kick`), so that a halt in progress or
-    /// the next one returns at once; cleared when the halt returns (`halt_returns`).
+    /// the next one returns at once. x86 `vcpu_block` clears it when the vCPU thread leaves
+    /// `kvm_vcpu_halt`, before the VM entry (a poll that succeeds, a halt found runnable, a
+    /// blocked thread that runs again): a kick that lands during that entry stays pending and
+    /// ends the next halt at once, a spurious wake-up for it.
     pub pv_unhalted: bool,
     /// This halt was ended by a kick (else it was a spurious wake-up: an interrupt or the
     /// guest timer); set by `kick`, taken when the halt returns.
