@@ -69,12 +69,15 @@ impl Sim {
     /// read's latency); otherwise it spins on, and its pending spin check stays unless the
     /// deadline moved earlier (a check that fires early re-arms).
     pub(crate) fn reread(&mut self, v: u32, w: SimWord) {
-        let Act::Spin { until, pauses_left, .. } = self.vcpus[v as usize].act else { unreachable!("only spinners re-read") };
         let now = self.now;
         let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
         let value = self.mem.value(w);
         self.access_done(v, w, done - now);
         let vc = &mut self.vcpus[v as usize];
+        // Fields in place, not the whole `Act`: `account` has just stored into it, and a wider
+        // load of a narrower store in flight stalls the load until the store retires.
+        let Act::Spin { word, until, stale, .. } = &mut vc.act else { unreachable!("only spinners re-read") };
+        debug_assert_eq!(*word, w);
         if until.holds(value) {
             vc.response = Response::new(value, true);
             vc.act = Act::Ready;
@@ -85,7 +88,7 @@ impl Sim {
             self.poll_guest(v);
             return;
         }
-        vc.act = Act::Spin { word: w, until, pauses_left, stale: false };
+        *stale = false;
         self.watchers[w.0 as usize].push(v);
         if !vc.active {
             self.continue_if_running(v);
