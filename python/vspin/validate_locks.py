@@ -491,7 +491,7 @@ def _check_config_limits(values: dict, report: str | None) -> None:
             raise ValidationError(f"{name(key, option)}: {x!r} is not a number; allowed {low:g}..={high:g} ({unit})")
         if not low <= x <= high:
             raise ValidationError(f"{name(key, option)}: {x!r} is out of range; allowed {low:g}..={high:g} ({unit})")
-    if values["warmup_s"] + values["seconds"] > MAX_SECONDS:
+    if {"warmup_s", "seconds"} <= values.keys() and values["warmup_s"] + values["seconds"] > MAX_SECONDS:
         both = "--warmup and --seconds" if report is None else f"{report}: config.warmup_s and config.seconds"
         raise ValidationError(f"{both}: {values['warmup_s']:g} + {values['seconds']:g} s is out of range; allowed at "
                               f"most {MAX_SECONDS:g} s together (one simulated hour)")

@@ -216,12 +216,16 @@ impl Sim {
         self.block_after_poll(v);
     }
 
-    /// The vCPU thread leaves `kvm_vcpu_halt` at `at`, its poll successful or its block over
-    /// (back on its pCPU), and goes on to the VM entry: `kvm_vcpu_halt` adapts the next poll
-    /// from how long this halt lasted, and x86 `vcpu_block` consumes a pending kick
-    /// (`pv_unhalted`; one that lands during the entry stays for the next halt).
+    /// The vCPU thread leaves `kvm_vcpu_halt` at `at` (now, or at the end of its switch-in and
+    /// wake-up), its poll successful or its block over, and goes on to the VM entry:
+    /// `kvm_vcpu_halt` adapts the next poll from how long this halt lasted, and x86
+    /// `vcpu_block` consumes a pending kick (`pv_unhalted`); `kick` lets one that lands before
+    /// `at` go with it, and one during the entry stays for the next halt. (A thread preempted
+    /// during its switch-in leaves later than `at`; a kick in that gap is kept.)
     pub(crate) fn leave_halt(&mut self, v: u32, at: Time) {
-        self.vcpus[v as usize].pv_unhalted = false;
+        let vc = &mut self.vcpus[v as usize];
+        vc.pv_unhalted = false;
+        vc.halt_left_at = at;
         self.adapt_halt_poll(v, at);
     }
 
@@ -283,9 +287,13 @@ impl Sim {
     /// that forces a VM exit (`smp_send_reschedule`); one on a run queue or in host work sees
     /// the request at its next entry.
     pub(crate) fn kick(&mut self, target: u32) {
+        let now = self.now;
         let t = &mut self.vcpus[target as usize];
         t.kicked = true;
-        t.pv_unhalted = true;
+        // Before the thread has left `kvm_vcpu_halt`, `vcpu_block` consumes the kick with the halt.
+        if now >= t.halt_left_at {
+            t.pv_unhalted = true;
+        }
         let in_guest = t.host == HostState::Running && t.host_work.is_none();
         if !self.end_halt(target) && in_guest {
             self.stop_segment(target);
@@ -439,9 +447,14 @@ mod tests {
         assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.after == After::Nothing), "switching in and entering");
         s.now += 100;
         s.kick(0);
-        assert!(s.vcpus[0].pv_unhalted, "a second kick, during the entry");
-        let hw = s.vcpus[0].host_work.expect("still entering");
-        s.now += hw.remaining;
+        assert!(!s.vcpus[0].pv_unhalted, "a kick during the switch-in and wake-up goes with this halt");
+        let left = s.vcpus[0].halt_left_at;
+        let entry_ends = s.now + s.vcpus[0].host_work.expect("switching in").remaining;
+        assert!(left > s.now && left < entry_ends);
+        s.now = left + 1;
+        s.kick(0);
+        assert!(s.vcpus[0].pv_unhalted, "a kick during the entry stays");
+        s.now = entry_ends;
         s.vcpus[0].host_work = None;
         s.halt_returns(0, HaltReason::LockWait);
         assert!(s.vcpus[0].pv_unhalted, "the halt that returned does not consume it");

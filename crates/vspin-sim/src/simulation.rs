@@ -512,6 +512,7 @@ impl Sim {
             ple_spun_ns: 0,
             halt_poll_ns: 0,
             halt_started: None,
+            halt_left_at: 0,
             hlt_at: 0,
             computing_in_kernel: false,
             pending_ipis: Vec::new(),

@@ -133,8 +133,8 @@ pub(crate) struct Vcpu {
     /// `vcpu->arch.pv.pv_unhalted`: set by a PV kick (`kick`), so that a halt in progress or
     /// the next one returns at once. x86 `vcpu_block` clears it when the vCPU thread leaves
     /// `kvm_vcpu_halt`, before the VM entry (a poll that succeeds, a halt found runnable, a
-    /// blocked thread that runs again): a kick that lands during that entry stays pending and
-    /// ends the next halt at once, a spurious wake-up for it.
+    /// blocked thread back from its switch-in and wake-up, `halt_left_at`): a kick that lands
+    /// during that entry stays pending and ends the next halt at once, a spurious wake-up for it.
     pub pv_unhalted: bool,
     /// This halt was ended by a kick (else it was a spurious wake-up: an interrupt or the
     /// guest timer); set by `kick`, taken when the halt returns.
@@ -170,6 +170,10 @@ pub(crate) struct Vcpu {
     /// adaptation; `None` for a halt that re-entered at once (x86 `vcpu_block` calls
     /// `kvm_vcpu_halt` only if the vCPU is not runnable anyway), which adapts nothing.
     pub halt_started: Option<Time>,
+    /// When the vCPU thread last left `kvm_vcpu_halt` (`Sim::leave_halt`): a blocked one after
+    /// its switch-in and wake-up, before its entry. A kick that lands before then is consumed
+    /// with that halt.
+    pub halt_left_at: Time,
     /// When the guest executed its current HLT (the start of its exit): a guest tick due since
     /// then is pending at `vcpu_block`.
     pub hlt_at: Time,
