@@ -30,14 +30,15 @@ impl CpuSet {
     fn insert(&mut self, c: u32) {
         self.0[(c / 64) as usize] |= 1 << (c % 64);
     }
-    fn only(c: u32) -> Self {
-        let mut s = CpuSet::default();
-        s.insert(c);
-        s
+    /// Make `c` the only member, in place: a set built on the stack and copied in is read back
+    /// with wide loads right after its narrow stores, which stalls on store forwarding.
+    fn set_only(&mut self, c: u32) {
+        self.0 = [0; 4];
+        self.insert(c);
     }
     fn is_only(&self, c: u32) -> bool {
-        let o = CpuSet::only(c);
-        self.0 == o.0
+        let (word, bit) = ((c / 64) as usize, 1 << (c % 64));
+        self.0.iter().enumerate().all(|(i, &x)| x == if i == word { bit } else { 0 })
     }
 }
 
@@ -126,7 +127,7 @@ impl Memory {
                 line.exclusive = false;
             }
             Access::Write => {
-                line.sharers = CpuSet::only(pcpu);
+                line.sharers.set_only(pcpu);
                 line.exclusive = true;
                 line.owner = pcpu;
             }
