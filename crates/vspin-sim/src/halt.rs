@@ -444,13 +444,13 @@ mod tests {
         s.schedule(0);
         assert_eq!(s.pcpus[0].curr, Some(0), "woken by the kick, back on its pCPU");
         assert!(!s.vcpus[0].pv_unhalted, "consumed by this halt, before the entry");
-        assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.after == After::Nothing), "switching in and entering");
+        let hw = s.vcpus[0].host_work.expect("switching in and entering");
+        assert_eq!(hw.after, After::Nothing);
+        let (left, entry_ends) = (s.vcpus[0].halt_left_at, s.now + hw.remaining);
+        assert_eq!(entry_ends - left, s.costs.vm_entry, "it leaves the halt where its entry begins");
         s.now += 100;
         s.kick(0);
         assert!(!s.vcpus[0].pv_unhalted, "a kick during the switch-in and wake-up goes with this halt");
-        let left = s.vcpus[0].halt_left_at;
-        let entry_ends = s.now + s.vcpus[0].host_work.expect("switching in").remaining;
-        assert!(left > s.now && left < entry_ends);
         s.now = left + 1;
         s.kick(0);
         assert!(s.vcpus[0].pv_unhalted, "a kick during the entry stays");
