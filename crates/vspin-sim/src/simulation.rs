@@ -694,21 +694,39 @@ impl Sim {
                     vc.ple_spun_ns += el;
                 }
             }
-            Act::Spin { pauses_left, .. } => {
-                let waited = el.min(vc.access_latency);
-                vc.access_latency -= waited;
-                let spun = el - waited;
-                // Exact PAUSE counting: carry the part of an iteration not yet complete.
-                let progress = spun * 1000 + vc.pause_carry_ps;
-                let pauses = (*pauses_left).min(progress / pause_ps);
-                *pauses_left -= pauses;
-                vc.wait_pauses += pauses;
-                vc.pause_carry_ps = progress % pause_ps;
-                vc.ple_spun_ns += if vc.stall_in_loop && stalls_count { el } else { spun };
-                vc.time.spin_ns += el;
-            }
+            Act::Spin { .. } => Self::account_spin(vc, el, pause_ps, stalls_count),
             Act::Ready | Act::Halted(_) => {}
         }
+    }
+
+    /// [`Sim::account`] for a vCPU known to spin in guest mode (a watcher re-reading after a
+    /// write): the same accounting without the dispatch on what it does.
+    pub(crate) fn account_spinner(&mut self, v: u32) {
+        if self.timeline.is_some() {
+            return self.account(v);
+        }
+        let (pause_ps, stalls_count) = (self.costs.pause_ps, self.costs.ple_unit.counts_stalls());
+        let now = self.now;
+        let vc = &mut self.vcpus[v as usize];
+        debug_assert!(vc.host_work.is_none());
+        let el = now - vc.seg_start;
+        vc.seg_start = now;
+        Self::account_spin(vc, el, pause_ps, stalls_count);
+    }
+
+    fn account_spin(vc: &mut Vcpu, el: u64, pause_ps: u64, stalls_count: bool) {
+        let Act::Spin { pauses_left, .. } = &mut vc.act else { unreachable!("only spinners spin") };
+        let waited = el.min(vc.access_latency);
+        vc.access_latency -= waited;
+        let spun = el - waited;
+        // Exact PAUSE counting: carry the part of an iteration not yet complete.
+        let progress = spun * 1000 + vc.pause_carry_ps;
+        let pauses = (*pauses_left).min(progress / pause_ps);
+        *pauses_left -= pauses;
+        vc.wait_pauses += pauses;
+        vc.pause_carry_ps = progress % pause_ps;
+        vc.ple_spun_ns += if vc.stall_in_loop && stalls_count { el } else { spun };
+        vc.time.spin_ns += el;
     }
 
     fn segment_end(&mut self, v: u32) {

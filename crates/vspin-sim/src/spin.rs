@@ -55,7 +55,7 @@ impl Sim {
         for &x in &list {
             let vc = &self.vcpus[x as usize];
             if vc.host == HostState::Running && vc.host_work.is_none() && vc.active {
-                self.account(x);
+                self.account_spinner(x);
                 self.reread(x, w);
             } else if let Act::Spin { stale, .. } = &mut self.vcpus[x as usize].act {
                 *stale = true;
