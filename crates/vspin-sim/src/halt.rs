@@ -110,11 +110,12 @@ impl Sim {
 
     /// A poll ends without a wake-up having reached it while it ran (its pCPU wants another
     /// thread, or the poll ran out): block, unless a wake-up came while the poller was
-    /// descheduled, which `kvm_vcpu_check_block` finds before `schedule()`. (Such a poller
-    /// finishes the rest of its poll when it runs again before it finds the wake-up, where
+    /// descheduled (a kick, an interrupt, a due timer, or the tick that ends a lock-wait halt,
+    /// as at `vcpu_block`), which `kvm_vcpu_check_block` finds before `schedule()`. (Such a
+    /// poller finishes the rest of its poll when it runs again before it finds the wake-up, where
     /// KVM's poll loop would stop at once: at most `halt_poll.max_ns` late.)
     pub(crate) fn block_after_poll(&mut self, v: u32) {
-        if Self::wake_pending(&self.vcpus[v as usize], self.now) {
+        if self.tick_since_hlt(v, self.now) || Self::wake_pending(&self.vcpus[v as usize], self.now) {
             self.poll_succeeds(v);
         } else {
             self.block(v);
@@ -464,6 +465,23 @@ mod tests {
         assert_eq!(s.vcpus[0].host, HostState::Running, "the next halt returns at once");
         assert!(s.vcpus[0].host_work.is_some_and(|hw| hw.remaining == s.costs.vm_entry));
         assert!(!s.vcpus[0].pv_unhalted, "and consumes it");
+    }
+
+    #[test]
+    fn a_poll_that_ends_after_the_tick_that_ends_its_halt_does_not_block() {
+        // As at `vcpu_block`: a poller descheduled while that tick came finds it pending.
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
+        halting_alone(&mut s, 0, 0);
+        s.vcpus[0].act = Act::Halted(HaltReason::LockWait);
+        s.vcpu_block(0);
+        assert!(s.polling(0));
+        let (period, phase) = (s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);
+        s.now = super::next_guest_tick(s.vcpus[0].hlt_at, period, phase) + 1;
+        s.stop_segment(0);
+        s.vcpus[0].host_work = None;
+        s.block_after_poll(0);
+        assert_eq!(s.vcpus[0].host, HostState::Running, "the tick is pending: it re-enters");
     }
 
     #[test]
