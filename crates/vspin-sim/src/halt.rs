@@ -426,8 +426,13 @@ mod tests {
     /// vCPU 0 of a 2-vCPU PV-ticket VM alone on pCPU 0 at the end of its HLT exit, halted for
     /// `reason`; halt polling off.
     fn at_the_end_of_a_hlt_exit(reason: HaltReason) -> crate::simulation::Sim {
+        polling_up_to(0, reason)
+    }
+
+    /// [`at_the_end_of_a_hlt_exit`] on a host that halt-polls up to `max_poll_ns`.
+    fn polling_up_to(max_poll_ns: u64, reason: HaltReason) -> crate::simulation::Sim {
         let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("halt_poll = { max_ns = 0 }", false, vm);
+        let mut s = host(&format!("halt_poll = {{ max_ns = {max_poll_ns} }}"), false, vm);
         halting_alone(&mut s, 0, 0);
         s.vcpus[0].act = Act::Halted(reason);
         s
@@ -470,10 +475,7 @@ mod tests {
     #[test]
     fn a_poll_that_ends_after_the_tick_that_ends_its_halt_does_not_block() {
         // As at `vcpu_block`: a poller descheduled while that tick came finds it pending.
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 2\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
-        halting_alone(&mut s, 0, 0);
-        s.vcpus[0].act = Act::Halted(HaltReason::LockWait);
+        let mut s = polling_up_to(200_000, HaltReason::LockWait);
         s.vcpu_block(0);
         assert!(s.polling(0));
         let (period, phase) = (s.vms[0].guest_tick_ns, s.vms[0].guest_tick_phase_ns);
@@ -625,10 +627,7 @@ mod tests {
 
     #[test]
     fn a_halt_that_re_enters_at_once_leaves_the_poll_time_alone() {
-        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"pv-ticket\"\nworkload = { preset = \"kernbench\" }\n";
-        let mut s = host("halt_poll = { max_ns = 200000 }", false, vm);
-        halting_alone(&mut s, 0, 0);
-        s.vcpus[0].act = Act::Halted(HaltReason::LockWait);
+        let mut s = polling_up_to(200_000, HaltReason::LockWait);
         (s.vcpus[0].pv_unhalted, s.vcpus[0].halt_poll_ns) = (true, 0);
         s.vcpu_block(0);
         assert_eq!(s.vcpus[0].halt_started, None, "kicked before it halted: no kvm_vcpu_halt");
