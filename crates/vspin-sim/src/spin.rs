@@ -72,7 +72,8 @@ impl Sim {
         let now = self.now;
         let done = self.mem.access(w, self.vcpus[v as usize].pcpu, Access::Read, now);
         let value = self.mem.value(w);
-        self.access_done(v, w, done - now);
+        let latency = done - now;
+        self.access_done(v, w, latency);
         let vc = &mut self.vcpus[v as usize];
         // Fields in place, not the whole `Act`: `account` has just stored into it, and a wider
         // load of a narrower store in flight stalls the load until the store retires.
@@ -92,6 +93,13 @@ impl Sim {
         self.watchers[w.0 as usize].push(v);
         if !vc.active {
             self.continue_if_running(v);
+            return;
+        }
+        if latency >= self.costs.ple_gap_ns {
+            // The stall restarts the PLE loop and delays the rest of the PAUSE budget, so the
+            // deadline can only have moved later: the pending check stands (it fires early and
+            // re-arms). Why, in `docs/performance.md`, "A re-read past ple_gap keeps its check".
+            debug_assert!(self.spin_deadline(v) >= self.vcpus[v as usize].spin_check_at, "a stalled re-read moved the spin deadline earlier");
             return;
         }
         let at = self.spin_deadline(v);
