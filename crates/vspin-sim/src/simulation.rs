@@ -1364,6 +1364,27 @@ mod tests {
     }
 
     #[test]
+    fn a_pause_budget_past_two_to_the_64_picoseconds_ends_where_accounting_leaves_it() {
+        // PLE off: the deadline is the budget's end alone. The budget's picoseconds overflow a
+        // u64 by less than one PAUSE; after one PAUSE is accounted they fit, and the end must
+        // be the same instant (`reread` skips recomputing it when it can only move later).
+        let vm = "[[vm]]\nname = \"g\"\nvcpus = 1\nlock = \"ticket\"\nworkload = { preset = \"kernbench\" }\n";
+        let mut s = host("ple = { policy = \"off\" }", false, vm);
+        let pause_ps = s.costs.pause_ps;
+        let pauses_left = u64::MAX / pause_ps + 1;
+        let spin = Act::Spin { word: crate::memory::SimWord(0), until: vspin_locks::Until::eq(0), pauses_left, stale: false };
+        running(&mut s, 0, 0, spin);
+        s.vcpus[0].seg_start = s.now;
+        let before = s.spin_deadline(0);
+        assert!(before < u64::MAX, "exact, not the end of time");
+        assert_eq!(before, s.now + (pauses_left as u128 * pause_ps as u128).div_ceil(1000) as u64);
+        s.now += pause_ps.div_ceil(1000);
+        s.account(0);
+        assert!(matches!(s.vcpus[0].act, Act::Spin { pauses_left: p, .. } if p < pauses_left), "a PAUSE was counted");
+        assert_eq!(s.spin_deadline(0), before);
+    }
+
+    #[test]
     fn a_stall_shorter_than_ple_gap_counts_toward_the_window_and_a_longer_one_restarts_it() {
         let mut s = spinner_after_a_short_stall("");
         let (w, gap) = (crate::memory::SimWord(0), s.costs.ple_gap_ns);
