@@ -121,24 +121,26 @@ pub(crate) fn respond(response: Response) {
     RESPONSE.with(|r| r.set(response));
 }
 
-/// One suspended request: submits on the first poll, returns the response on the second.
-struct Call(Option<Req>);
+/// A submitted request: suspends on the first poll, returns the response on the second.
+struct Submitted(bool);
 
-impl Future for Call {
+impl Future for Submitted {
     type Output = Response;
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Response> {
-        match self.0.take() {
-            Some(req) => {
-                REQUEST.with(|r| r.set(Some(req)));
-                Poll::Pending
-            }
-            None => Poll::Ready(RESPONSE.with(|r| r.get())),
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(RESPONSE.with(|r| r.get()))
+        } else {
+            Poll::Pending
         }
     }
 }
 
+/// Submit `req` and suspend until the simulator has answered it. The request goes to the
+/// mailbox at once, not through the future's state: stored there and read back at its first
+/// poll, it stalled on store forwarding (`docs/performance.md`). Always awaited at once.
 fn call(req: Req) -> impl Future<Output = Response> {
-    Call(Some(req))
+    REQUEST.with(|r| r.set(Some(req)));
+    Submitted(false)
 }
 
 /// Number of per-vCPU words the simulator keeps: the lock slots plus the call-function word.
