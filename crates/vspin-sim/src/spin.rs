@@ -26,8 +26,8 @@ impl Sim {
         let start = self.now + vc.access_latency;
         let budget_end = match pauses_left.checked_mul(self.costs.pause_ps) {
             Some(ps) => start.saturating_add(ps.saturating_sub(vc.pause_carry_ps).div_ceil(1000)),
-            // Past 2^64 ps (213 days of PAUSEs), exact in 128 bits: the budget's end then only
-            // moves later as the spin is accounted, as it does below (`reread` relies on it).
+            // Past 2^64 ps (213 days of PAUSEs), exact in 128 bits as the line above is in 64:
+            // accounting the spin must never move the end earlier (`reread` relies on it).
             None => {
                 let ns = (pauses_left as u128 * self.costs.pause_ps as u128 - vc.pause_carry_ps as u128).div_ceil(1000);
                 start.saturating_add(u64::try_from(ns).unwrap_or(Time::MAX))
