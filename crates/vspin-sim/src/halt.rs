@@ -63,10 +63,10 @@ impl Sim {
         let vc = &mut self.vcpus[v as usize];
         let Act::Halted(reason) = vc.act else { unreachable!() };
         if tick_came || Self::wake_pending(vc, now) {
-            // Runnable anyway: `vcpu_block` skips `kvm_vcpu_halt` and consumes the kick.
+            // Runnable anyway: `vcpu_block` skips `kvm_vcpu_halt` (nothing to adapt).
             vc.halt_started = None;
-            vc.pv_unhalted = false;
             vc.host_work = Some(HostWork { remaining: self.costs.vm_entry, after: After::Nothing });
+            self.leave_halt(v, now);
             self.handle_pending_ipis(v, false);
             return;
         }
@@ -218,11 +218,11 @@ impl Sim {
     }
 
     /// The vCPU thread leaves `kvm_vcpu_halt` at `at` (now, or at the end of its switch-in and
-    /// wake-up), its poll successful or its block over, and goes on to the VM entry:
-    /// `kvm_vcpu_halt` adapts the next poll from how long this halt lasted, and x86
-    /// `vcpu_block` consumes a pending kick (`pv_unhalted`); `kick` lets one that lands before
-    /// `at` go with it, and one during the entry stays for the next halt. (A thread preempted
-    /// during its switch-in leaves later than `at`; a kick in that gap is kept.)
+    /// wake-up), its poll successful or its block over, or skipped it as runnable anyway, and
+    /// goes on to the VM entry: `kvm_vcpu_halt` adapts the next poll from how long this halt
+    /// lasted, and x86 `vcpu_block` consumes a pending kick (`pv_unhalted`); `kick` lets one
+    /// that lands before `at` go with it, and one during the entry stays for the next halt. (A
+    /// thread preempted during its switch-in leaves later than `at`; a kick in that gap is kept.)
     pub(crate) fn leave_halt(&mut self, v: u32, at: Time) {
         let vc = &mut self.vcpus[v as usize];
         vc.pv_unhalted = false;
